@@ -1,0 +1,78 @@
+// The LLaMA model (config + weights from the mapping) and a Context that runs it: KV cache,
+// activation buffers allocated once, and the forward pass over a batch of tokens or one token.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "plainllama/config.h"
+#include "plainllama/safetensors.h"
+#include "plainllama/weights.h"
+
+namespace plainllama {
+
+class Model {
+public:
+    // dir: an HF folder with config.json and model.safetensors (or an index and shards).
+    explicit Model(const std::filesystem::path& dir);
+    const LlamaConfig& config() const { return config_; }
+    const ModelWeights& weights() const { return weights_; }
+    const Checkpoint& checkpoint() const { return *checkpoint_; }
+    const std::filesystem::path& dir() const { return dir_; }
+    // Bytes of the tensors a forward pass reads (lm_head counted once when tied).
+    size_t weight_bytes() const;
+
+private:
+    std::filesystem::path dir_;
+    LlamaConfig config_;
+    std::unique_ptr<Checkpoint> checkpoint_;
+    ModelWeights weights_;
+};
+
+struct ContextParams {
+    int64_t n_ctx = 0;      // KV cache positions; 0 = max_position_embeddings
+    int64_t n_batch = 512;  // most tokens per forward pass (longer inputs are split)
+};
+
+class Context {
+public:
+    Context(const Model& model, ContextParams params = {});
+
+    // Runs `tokens` at positions n_past() .. n_past()+n-1 and appends them to the cache.
+    // Returns logits [n, vocab_size] when all_logits, else [1, vocab_size] for the last token.
+    const float* eval(const int32_t* tokens, int64_t n, bool all_logits = false);
+    const float* eval(const std::vector<int32_t>& tokens, bool all_logits = false) {
+        return eval(tokens.data(), int64_t(tokens.size()), all_logits);
+    }
+
+    int64_t n_past() const { return n_past_; }
+    int64_t n_ctx() const { return n_ctx_; }
+    // Forget positions >= n (n <= n_past): the next eval continues from n.
+    void truncate(int64_t n);
+    void reset() { truncate(0); }
+    size_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+    const Model& model() const { return model_; }
+
+private:
+    void forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits);
+
+    const Model& model_;
+    int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
+    // KV cache, per layer: [num_key_value_heads, n_ctx, head_dim]; layer l starts at l * layer_stride.
+    std::vector<float> k_cache_, v_cache_;
+    std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
+    // Activations for up to n_batch tokens.
+    std::vector<float> x_;       // [n_batch, hidden_size] residual stream
+    std::vector<float> xn_;      // [n_batch, hidden_size] normed
+    std::vector<float> q_;       // [n_batch, num_attention_heads * head_dim]
+    std::vector<float> k_, v_;   // [n_batch, num_key_value_heads * head_dim]
+    std::vector<float> att_;     // [n_batch, num_attention_heads * head_dim]
+    std::vector<float> gate_;    // [n_batch, intermediate_size]
+    std::vector<float> up_;      // [n_batch, intermediate_size]
+    std::vector<float> proj_;    // [n_batch, hidden_size] o_proj / down_proj output
+    std::vector<float> scratch_; // [threads, n_ctx] attention scores
+    std::vector<float> logits_;  // [tokens with logits, vocab_size]
+};
+
+}  // namespace plainllama

@@ -1,0 +1,67 @@
+// safetensors files, memory-mapped read-only; a checkpoint is one file or shards listed in
+// model.safetensors.index.json. Every header field is validated before a tensor is exposed.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plainllama/dtype.h"
+
+namespace plainllama {
+
+struct TensorView {
+    std::string name;
+    DType dtype = DType::F32;
+    std::vector<int64_t> shape;
+    const void* data = nullptr;  // into the mapping, or an aligned copy when the file's offset is not
+    size_t nbytes = 0;
+    std::string file;            // which file it came from, for messages
+
+    int64_t numel() const;
+    std::string shape_str() const;  // "[64, 512]"
+};
+
+// A read-only private mapping of a whole file.
+class MappedFile {
+public:
+    explicit MappedFile(const std::filesystem::path& path);
+    ~MappedFile();
+    MappedFile(const MappedFile&) = delete;
+    MappedFile& operator=(const MappedFile&) = delete;
+    const uint8_t* data() const { return data_; }
+    size_t size() const { return size_; }
+
+private:
+    const uint8_t* data_ = nullptr;
+    size_t size_ = 0;
+};
+
+// The tensors of one safetensors buffer. Their data points into `bytes` (which must outlive them),
+// or into `copies` for tensors whose offset is not aligned to their element size.
+struct SafetensorsContents {
+    std::vector<TensorView> tensors;
+    std::vector<std::unique_ptr<uint8_t[]>> copies;
+};
+// Validates header length, JSON, dtypes, shapes, offsets, overlaps. `source` names the file.
+SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source);
+
+// All tensors of a model folder, by name.
+class Checkpoint {
+public:
+    // dir/model.safetensors.index.json if present (every shard mapped, each tensor exactly once),
+    // else dir/model.safetensors.
+    explicit Checkpoint(const std::filesystem::path& dir);
+    const TensorView* find(const std::string& name) const;
+    const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+    size_t total_bytes() const;
+
+private:
+    std::vector<std::unique_ptr<MappedFile>> files_;
+    std::vector<SafetensorsContents> contents_;
+    std::map<std::string, TensorView> tensors_;
+};
+
+}  // namespace plainllama

@@ -1,0 +1,45 @@
+// plainllama: one binary, subcommands over the core library. Only this file catches errors.
+#include <cstdio>
+#include <exception>
+#include <map>
+
+#include "commands.h"
+#include "plainllama/error.h"
+
+int main(int argc, char** argv) {
+    using namespace plainllama;
+    CLI::App app{"plainllama: LLaMA inference on the CPU, from Hugging Face checkpoints"};
+    app.require_subcommand(1);
+    app.set_help_all_flag("--help-all", "Help for every subcommand");
+    std::map<CLI::App*, cli::Run> runs;
+    auto add = [&](cli::Run (*f)(CLI::App&), const char* name) {
+        cli::Run r = f(app);
+        runs[app.get_subcommand(name)] = std::move(r);
+    };
+    add(cli::add_generate, "generate");
+    add(cli::add_chat, "chat");
+    add(cli::add_perplexity, "perplexity");
+    add(cli::add_bench, "bench");
+    add(cli::add_inspect, "inspect");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::fprintf(stderr, "plainllama: error: %s (see --help)\n", e.what());
+        return 2;
+    }
+    try {
+        for (auto& [sub, run] : runs)
+            if (sub->parsed()) return run();
+        return 2;
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "plainllama: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "plainllama: error: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,366 @@
+#include "plainllama/kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// GCC 12 flags the intrinsics' own _mm512_undefined_* temporaries (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define PL_AVX512 1
+#endif
+
+namespace plainllama {
+namespace {
+
+// Below this many multiply-adds a kernel stays on the calling thread: a parallel region costs more.
+constexpr int64_t kParallelWork = 1 << 15;
+
+template <class T>
+inline float to_f32(T v);
+template <>
+inline float to_f32<float>(float v) { return v; }
+
+// Typed views of 16-bit storage.
+struct F16 { uint16_t bits; };
+struct BF16 { uint16_t bits; };
+template <>
+inline float to_f32<F16>(F16 v) { return f16_to_f32(v.bits); }
+template <>
+inline float to_f32<BF16>(BF16 v) { return bf16_to_f32(v.bits); }
+
+#ifdef PL_AVX512
+// 16 lanes of any storage type as f32; `m` masks a tail.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const F16* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline __m512 load16(const BF16* p) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16(const F16* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+inline __m512 load16(const BF16* p, __mmask16 m) {
+    __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline __mmask16 tail_mask(int64_t n) { return __mmask16((1u << n) - 1u); }
+#endif
+
+template <class T>
+void convert_row(float* out, const T* src, int64_t n) {
+    int64_t i = 0;
+#ifdef PL_AVX512
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load16(src + i));
+    if (i < n) _mm512_mask_storeu_ps(out + i, tail_mask(n - i), load16(src + i, tail_mask(n - i)));
+    return;
+#endif
+    for (; i < n; ++i) out[i] = to_f32(src[i]);
+}
+
+template <class T>
+void store_row(T* out, const float* src, int64_t n);
+template <>
+void store_row<float>(float* out, const float* src, int64_t n) { std::copy(src, src + n, out); }
+template <>
+void store_row<F16>(F16* out, const float* src, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i].bits = f32_to_f16(src[i]);
+}
+template <>
+void store_row<BF16>(BF16* out, const float* src, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i].bits = f32_to_bf16(src[i]);
+}
+
+// ---- RMSNorm ---------------------------------------------------------------------------------
+
+template <class X, class W>
+void rmsnorm_rows(X* y, const X* x, const W* w, int64_t rows, int64_t n, float eps) {
+    constexpr int64_t kChunk = 256;
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelWork && rows > 1)
+    for (int64_t r = 0; r < rows; ++r) {
+        const X* xr = x + r * n;
+        X* yr = y + r * n;
+        alignas(64) float xb[kChunk], wb[kChunk];
+        float ss = 0.0f;
+        for (int64_t c = 0; c < n; c += kChunk) {
+            const int64_t m = std::min(kChunk, n - c);
+            convert_row(xb, xr + c, m);
+#pragma omp simd reduction(+ : ss)
+            for (int64_t i = 0; i < m; ++i) ss += xb[i] * xb[i];
+        }
+        const float scale = 1.0f / std::sqrt(ss / float(n) + eps);
+        for (int64_t c = 0; c < n; c += kChunk) {
+            const int64_t m = std::min(kChunk, n - c);
+            convert_row(xb, xr + c, m);
+            convert_row(wb, w + c, m);
+#pragma omp simd
+            for (int64_t i = 0; i < m; ++i) xb[i] = xb[i] * scale * wb[i];
+            store_row(yr + c, xb, m);
+        }
+    }
+}
+
+template <class X>
+void rmsnorm_x(X* y, const X* x, const void* w, DType wt, int64_t rows, int64_t n, float eps) {
+    switch (wt) {
+        case DType::F32: return rmsnorm_rows(y, x, static_cast<const float*>(w), rows, n, eps);
+        case DType::F16: return rmsnorm_rows(y, x, static_cast<const F16*>(w), rows, n, eps);
+        case DType::BF16: return rmsnorm_rows(y, x, static_cast<const BF16*>(w), rows, n, eps);
+    }
+}
+
+// ---- matvec (decode): out[r] = W[r, :] . x ---------------------------------------------------
+
+template <class T>
+void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K) {
+    const bool par = N * K >= kParallelWork;
+#pragma omp parallel if (par)
+    {
+        // Contiguous row ranges, one per thread, so each thread streams its part of W once.
+        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        const int64_t r0 = N * id / nt, r1 = N * (id + 1) / nt;
+        int64_t r = r0;
+#ifdef PL_AVX512
+        for (; r + 4 <= r1; r += 4) {
+            const T* w0 = W + r * K;
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            int64_t k = 0;
+            for (; k + 16 <= K; k += 16) {
+                const __m512 xv = _mm512_loadu_ps(x + k);
+                a0 = _mm512_fmadd_ps(load16(w0 + k), xv, a0);
+                a1 = _mm512_fmadd_ps(load16(w0 + K + k), xv, a1);
+                a2 = _mm512_fmadd_ps(load16(w0 + 2 * K + k), xv, a2);
+                a3 = _mm512_fmadd_ps(load16(w0 + 3 * K + k), xv, a3);
+            }
+            if (k < K) {
+                const __mmask16 m = tail_mask(K - k);
+                const __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+                a0 = _mm512_fmadd_ps(load16(w0 + k, m), xv, a0);
+                a1 = _mm512_fmadd_ps(load16(w0 + K + k, m), xv, a1);
+                a2 = _mm512_fmadd_ps(load16(w0 + 2 * K + k, m), xv, a2);
+                a3 = _mm512_fmadd_ps(load16(w0 + 3 * K + k, m), xv, a3);
+            }
+            out[r] = _mm512_reduce_add_ps(a0);
+            out[r + 1] = _mm512_reduce_add_ps(a1);
+            out[r + 2] = _mm512_reduce_add_ps(a2);
+            out[r + 3] = _mm512_reduce_add_ps(a3);
+        }
+        for (; r < r1; ++r) {
+            const T* w = W + r * K;
+            __m512 a = _mm512_setzero_ps();
+            int64_t k = 0;
+            for (; k + 16 <= K; k += 16) a = _mm512_fmadd_ps(load16(w + k), _mm512_loadu_ps(x + k), a);
+            if (k < K) {
+                const __mmask16 m = tail_mask(K - k);
+                a = _mm512_fmadd_ps(load16(w + k, m), _mm512_maskz_loadu_ps(m, x + k), a);
+            }
+            out[r] = _mm512_reduce_add_ps(a);
+        }
+#else
+        for (; r < r1; ++r) {
+            const T* w = W + r * K;
+            float a = 0.0f;
+#pragma omp simd reduction(+ : a)
+            for (int64_t k = 0; k < K; ++k) a += to_f32(w[k]) * x[k];
+            out[r] = a;
+        }
+#endif
+    }
+}
+
+// ---- GEMM (prefill): out[T, N] = x[T, K] . W[N, K]^T ------------------------------------------
+// W is packed per block of kNR rows and kKC columns into f32, transposed to [kc][kNR], then a
+// kMR x kNR register tile of `out` accumulates broadcast(x[t, k]) * Wp[k, :] over k.
+
+constexpr int64_t kNR = 32, kMR = 6, kKC = 256;
+
+template <class T>
+void pack_block(float* Wp, const T* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
+    for (int64_t j = 0; j < kNR; ++j) {
+        if (j < nr) {
+            alignas(64) float row[kKC];
+            convert_row(row, W + (n0 + j) * K + k0, kc);
+            for (int64_t k = 0; k < kc; ++k) Wp[k * kNR + j] = row[k];
+        } else {
+            for (int64_t k = 0; k < kc; ++k) Wp[k * kNR + j] = 0.0f;
+        }
+    }
+}
+
+template <int MR>
+void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const float* Wp, int64_t kc, int64_t nr,
+                bool accumulate) {
+#ifdef PL_AVX512
+    const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : tail_mask(nr);
+    const __mmask16 m1 = nr >= 32 ? __mmask16(0xffff) : nr > 16 ? tail_mask(nr - 16) : __mmask16(0);
+    __m512 acc0[MR], acc1[MR];
+    for (int i = 0; i < MR; ++i) {
+        acc0[i] = accumulate ? _mm512_maskz_loadu_ps(m0, out + i * ldo) : _mm512_setzero_ps();
+        acc1[i] = accumulate ? _mm512_maskz_loadu_ps(m1, out + i * ldo + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+        const __m512 w0 = _mm512_load_ps(Wp + k * kNR), w1 = _mm512_load_ps(Wp + k * kNR + 16);
+        for (int i = 0; i < MR; ++i) {
+            const __m512 xb = _mm512_set1_ps(x[i * ldx + k]);
+            acc0[i] = _mm512_fmadd_ps(xb, w0, acc0[i]);
+            acc1[i] = _mm512_fmadd_ps(xb, w1, acc1[i]);
+        }
+    }
+    for (int i = 0; i < MR; ++i) {
+        _mm512_mask_storeu_ps(out + i * ldo, m0, acc0[i]);
+        _mm512_mask_storeu_ps(out + i * ldo + 16, m1, acc1[i]);
+    }
+#else
+    float acc[MR][kNR];
+    for (int i = 0; i < MR; ++i)
+        for (int64_t j = 0; j < kNR; ++j) acc[i][j] = accumulate && j < nr ? out[i * ldo + j] : 0.0f;
+    for (int64_t k = 0; k < kc; ++k)
+        for (int i = 0; i < MR; ++i) {
+            const float xv = x[i * ldx + k];
+#pragma omp simd
+            for (int64_t j = 0; j < kNR; ++j) acc[i][j] += xv * Wp[k * kNR + j];
+        }
+    for (int i = 0; i < MR; ++i)
+        for (int64_t j = 0; j < nr; ++j) out[i * ldo + j] = acc[i][j];
+#endif
+}
+
+void micro_tile_any(int mr, float* out, int64_t ldo, const float* x, int64_t ldx, const float* Wp, int64_t kc,
+                    int64_t nr, bool acc) {
+    switch (mr) {
+        case 6: return micro_tile<6>(out, ldo, x, ldx, Wp, kc, nr, acc);
+        case 5: return micro_tile<5>(out, ldo, x, ldx, Wp, kc, nr, acc);
+        case 4: return micro_tile<4>(out, ldo, x, ldx, Wp, kc, nr, acc);
+        case 3: return micro_tile<3>(out, ldo, x, ldx, Wp, kc, nr, acc);
+        case 2: return micro_tile<2>(out, ldo, x, ldx, Wp, kc, nr, acc);
+        default: return micro_tile<1>(out, ldo, x, ldx, Wp, kc, nr, acc);
+    }
+}
+
+template <class T>
+void gemm(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K) {
+    const int64_t n_blocks = (N + kNR - 1) / kNR;
+    // Split tokens too when there are few row blocks, so every thread has work.
+    const int64_t threads = omp_get_max_threads();
+    int64_t t_chunks = std::max<int64_t>(1, std::min<int64_t>((T_ + 47) / 48, (4 * threads + n_blocks - 1) / n_blocks));
+    int64_t t_step = (T_ + t_chunks - 1) / t_chunks;
+    t_step = (t_step + kMR - 1) / kMR * kMR;
+    t_chunks = (T_ + t_step - 1) / t_step;
+    const bool par = T_ * N * K >= kParallelWork;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (par)
+    for (int64_t nb = 0; nb < n_blocks; ++nb) {
+        for (int64_t tc = 0; tc < t_chunks; ++tc) {
+            alignas(64) float Wp[kKC * kNR];  // [kc, kNR]
+            const int64_t n0 = nb * kNR, nr = std::min(kNR, N - n0);
+            const int64_t t0 = tc * t_step, t1 = std::min(T_, t0 + t_step);
+            for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+                const int64_t kc = std::min(kKC, K - k0);
+                pack_block(Wp, W, K, n0, nr, k0, kc);
+                for (int64_t t = t0; t < t1; t += kMR) {
+                    const int mr = int(std::min(kMR, t1 - t));
+                    micro_tile_any(mr, out + t * N + n0, N, x + t * K + k0, K, Wp, kc, nr, k0 > 0);
+                }
+            }
+        }
+    }
+}
+
+template <class T>
+void matmul_t(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K) {
+    if (T_ == 1) matvec(out, x, W, N, K);
+    else gemm(out, x, W, T_, N, K);
+}
+
+}  // namespace
+
+void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t rows, int64_t n, float eps) {
+    switch (xt) {
+        case DType::F32:
+            return rmsnorm_x(static_cast<float*>(y), static_cast<const float*>(x), w, wt, rows, n, eps);
+        case DType::F16:
+            return rmsnorm_x(static_cast<F16*>(y), static_cast<const F16*>(x), w, wt, rows, n, eps);
+        case DType::BF16:
+            return rmsnorm_x(static_cast<BF16*>(y), static_cast<const BF16*>(x), w, wt, rows, n, eps);
+    }
+}
+
+void matmul(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K) {
+    switch (wt) {
+        case DType::F32: return matmul_t(out, x, static_cast<const float*>(W), T, N, K);
+        case DType::F16: return matmul_t(out, x, static_cast<const F16*>(W), T, N, K);
+        case DType::BF16: return matmul_t(out, x, static_cast<const BF16*>(W), T, N, K);
+    }
+}
+
+void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K) {
+    std::vector<float> row(static_cast<size_t>(K));
+    for (int64_t r = 0; r < N; ++r) {
+        convert_to_f32(row.data(), static_cast<const uint8_t*>(W) + r * K * int64_t(dtype_size(wt)), wt, K);
+        for (int64_t t = 0; t < T; ++t) {
+            double a = 0.0;
+            for (int64_t k = 0; k < K; ++k) a += double(x[t * K + k]) * double(row[size_t(k)]);
+            out[t * N + r] = float(a);
+        }
+    }
+}
+
+void convert_to_f32(float* out, const void* src, DType t, int64_t n) {
+    switch (t) {
+        case DType::F32: return convert_row(out, static_cast<const float*>(src), n);
+        case DType::F16: return convert_row(out, static_cast<const F16*>(src), n);
+        case DType::BF16: return convert_row(out, static_cast<const BF16*>(src), n);
+    }
+}
+
+void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) {
+    const int64_t half = head_dim / 2;
+    for (int64_t h = 0; h < n_heads; ++h) {
+        float* a = x + h * head_dim;
+        float* b = a + half;
+#pragma omp simd
+        for (int64_t i = 0; i < half; ++i) {
+            const float ai = a[i], bi = b[i];
+            a[i] = ai * cos[i] - bi * sin[i];
+            b[i] = bi * cos[i] + ai * sin[i];
+        }
+    }
+}
+
+void softmax(float* x, int64_t n) {
+    float mx = x[0];
+    for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_mul(float* g, const float* u, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+void axpy_f32(float* y, float s, const float* x, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
+}
+
+}  // namespace plainllama

@@ -1,0 +1,163 @@
+#include "plainllama/model.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <new>
+
+#include "plainllama/attention.h"
+#include "plainllama/error.h"
+#include "plainllama/kernels.h"
+#include "plainllama/rope.h"
+
+namespace plainllama {
+
+Model::Model(const std::filesystem::path& dir) : dir_(dir) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+        throw Error(dir.string() + ": not a model directory (expected config.json, *.safetensors, tokenizer.model)");
+    config_ = load_config(dir / "config.json");
+    checkpoint_ = std::make_unique<Checkpoint>(dir);
+    weights_ = bind_weights(*checkpoint_, config_, dir.string());
+}
+
+size_t Model::weight_bytes() const {
+    size_t n = 0;
+    for (const TensorSpec& s : llama_tensor_table(config_)) n += checkpoint_->find(s.name)->nbytes;
+    return n;
+}
+
+namespace {
+
+template <class T>
+void alloc(std::vector<T>* v, size_t n, const char* what) {
+    try {
+        v->assign(n, T(0));
+    } catch (const std::bad_alloc&) {
+        throw Error(std::string("out of memory allocating the ") + what + " (" +
+                    std::to_string(n * sizeof(T) >> 20) + " MiB)");
+    } catch (const std::length_error&) {
+        throw Error(std::string("out of memory allocating the ") + what);
+    }
+}
+
+void project(float* out, const float* x, const Weight& w, int64_t T) {
+    matmul(out, x, w.data, w.dtype, T, w.rows, w.cols);
+}
+
+}  // namespace
+
+Context::Context(const Model& model, ContextParams p) : model_(model) {
+    const LlamaConfig& c = model.config();
+    n_ctx_ = p.n_ctx == 0 ? c.max_position_embeddings : p.n_ctx;
+    if (n_ctx_ < 1 || n_ctx_ > c.max_position_embeddings)
+        throw UsageError("context size " + std::to_string(n_ctx_) + " must be in [1, " +
+                         std::to_string(c.max_position_embeddings) + "] (max_position_embeddings)");
+    if (p.n_batch < 1) throw UsageError("batch size must be at least 1");
+    n_batch_ = std::min(p.n_batch, n_ctx_);
+    const size_t kv = size_t(c.num_key_value_heads * c.head_dim), qd = size_t(c.num_attention_heads * c.head_dim);
+    const size_t kv_elems = size_t(c.num_hidden_layers) * kv * size_t(n_ctx_);
+    alloc(&k_cache_, kv_elems, "KV cache");
+    alloc(&v_cache_, kv_elems, "KV cache");
+    rope_tables(rope_inv_freq(c), n_ctx_, &rope_cos_, &rope_sin_);
+    const size_t B = size_t(n_batch_), H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
+    alloc(&x_, B * H, "activations");
+    alloc(&xn_, B * H, "activations");
+    alloc(&q_, B * qd, "activations");
+    alloc(&k_, B * kv, "activations");
+    alloc(&v_, B * kv, "activations");
+    alloc(&att_, B * qd, "activations");
+    alloc(&gate_, B * F, "activations");
+    alloc(&up_, B * F, "activations");
+    alloc(&proj_, B * H, "activations");
+    alloc(&logits_, size_t(c.vocab_size), "logits");
+}
+
+void Context::truncate(int64_t n) {
+    if (n < 0 || n > n_past_) throw Error("cannot truncate the context to " + std::to_string(n) + " tokens");
+    n_past_ = n;
+}
+
+const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits) {
+    const LlamaConfig& c = model_.config();
+    if (n < 1) throw Error("nothing to evaluate (0 tokens)");
+    if (n_past_ + n > n_ctx_)
+        throw Error(std::to_string(n_past_ + n) + " tokens do not fit the context of " + std::to_string(n_ctx_) +
+                    " tokens");
+    for (int64_t i = 0; i < n; ++i)
+        if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+            throw Error("token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
+                        std::to_string(c.vocab_size) + ")");
+    const size_t V = size_t(c.vocab_size);
+    if (all_logits && logits_.size() < size_t(n) * V) alloc(&logits_, size_t(n) * V, "logits");
+    const size_t scratch = size_t(omp_get_max_threads()) * size_t(n_ctx_);
+    if (scratch_.size() < scratch) alloc(&scratch_, scratch, "attention scratch");
+    for (int64_t i = 0; i < n; i += n_batch_) {
+        const int64_t T = std::min(n_batch_, n - i);
+        const bool last = i + T == n;
+        if (all_logits) forward_batch(tokens + i, T, true, logits_.data() + size_t(i) * V);
+        else forward_batch(tokens + i, T, false, last ? logits_.data() : nullptr);
+    }
+    return logits_.data();
+}
+
+// One pass over T <= n_batch tokens at positions n_past_ ...; logits for every token when all_logits,
+// else only for the last (when logits is not null). Each block reads like the math:
+//   h = x + attn(input_layernorm(x));  x = h + mlp(post_attention_layernorm(h)).
+void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits) {
+    const LlamaConfig& c = model_.config();
+    const ModelWeights& w = model_.weights();
+    const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
+    const int64_t qd = nh * hd, kvd = nkv * hd, F = c.intermediate_size, half = hd / 2;
+    const float eps = float(c.rms_norm_eps);
+    const int64_t pos0 = n_past_;
+
+    for (int64_t t = 0; t < T; ++t)
+        convert_to_f32(&x_[size_t(t * H)],
+                       static_cast<const uint8_t*>(w.embed_tokens.data) + tokens[t] * H * int64_t(dtype_size(w.embed_tokens.dtype)),
+                       w.embed_tokens.dtype, H);
+
+    const size_t layer_stride = size_t(kvd * n_ctx_);
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        const LayerWeights& L = w.layers[size_t(l)];
+        float* Kc = &k_cache_[size_t(l) * layer_stride];  // [nkv, n_ctx, hd]
+        float* Vc = &v_cache_[size_t(l) * layer_stride];
+
+        // Attention.
+        rmsnorm(xn_.data(), x_.data(), DType::F32, L.input_layernorm.data, L.input_layernorm.dtype, T, H, eps);
+        project(q_.data(), xn_.data(), L.q_proj, T);
+        project(k_.data(), xn_.data(), L.k_proj, T);
+        project(v_.data(), xn_.data(), L.v_proj, T);
+        for (int64_t t = 0; t < T; ++t) {
+            const float* cs = &rope_cos_[size_t((pos0 + t) * half)];
+            const float* sn = &rope_sin_[size_t((pos0 + t) * half)];
+            rope_rotate_half(&q_[size_t(t * qd)], nh, hd, cs, sn);
+            rope_rotate_half(&k_[size_t(t * kvd)], nkv, hd, cs, sn);
+            for (int64_t g = 0; g < nkv; ++g) {
+                const size_t dst = size_t((g * n_ctx_ + pos0 + t) * hd), src = size_t(t * kvd + g * hd);
+                std::copy_n(&k_[src], hd, Kc + dst);
+                std::copy_n(&v_[src], hd, Vc + dst);
+            }
+        }
+        attention(att_.data(), q_.data(), Kc, Vc, T, pos0, nh, nkv, hd, n_ctx_, scratch_.data());
+        project(proj_.data(), att_.data(), L.o_proj, T);
+        add_inplace(x_.data(), proj_.data(), T * H);
+
+        // SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
+        rmsnorm(xn_.data(), x_.data(), DType::F32, L.post_attention_layernorm.data, L.post_attention_layernorm.dtype,
+                T, H, eps);
+        project(gate_.data(), xn_.data(), L.gate_proj, T);
+        project(up_.data(), xn_.data(), L.up_proj, T);
+        silu_mul(gate_.data(), up_.data(), T * F);
+        project(proj_.data(), gate_.data(), L.down_proj, T);
+        add_inplace(x_.data(), proj_.data(), T * H);
+    }
+    n_past_ += T;
+
+    if (!logits) return;
+    const int64_t first = all_logits ? 0 : T - 1, rows = T - first;
+    rmsnorm(xn_.data(), &x_[size_t(first * H)], DType::F32, w.norm.data, w.norm.dtype, rows, H, eps);
+    project(logits, xn_.data(), w.lm_head, rows);
+}
+
+}  // namespace plainllama

@@ -1,0 +1,92 @@
+#include "test_util.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace plainllama::test {
+
+std::string read_file(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot read " + p.string());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+void write_file(const fs::path& p, const std::string& bytes) {
+    std::ofstream out(p, std::ios::binary);
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!out) throw std::runtime_error("cannot write " + p.string());
+}
+
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_file(p)); }
+
+TempDir::TempDir() {
+    std::random_device rd;
+    path_ = fs::temp_directory_path() / ("plainllama-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
+    fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+}
+
+void copy_model(const fs::path& from, const fs::path& to) {
+    fs::create_directories(to);
+    for (const auto& e : fs::directory_iterator(from)) {
+        fs::copy_file(e.path(), to / e.path().filename(), fs::copy_options::overwrite_existing);
+        fs::permissions(to / e.path().filename(), fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+    }
+}
+
+namespace {
+
+std::string drain(int fd) {
+    std::string s;
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) s.append(buf, size_t(n));
+    return s;
+}
+
+}  // namespace
+
+RunResult run_binary(const std::vector<std::string>& args, const std::string& input) {
+    TempDir tmp;
+    const fs::path in = tmp / "stdin", out = tmp / "stdout", err = tmp / "stderr";
+    write_file(in, input);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const int fi = ::open(in.c_str(), O_RDONLY), fo = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600),
+                  fe = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        ::dup2(fi, 0);
+        ::dup2(fo, 1);
+        ::dup2(fe, 2);
+        std::vector<std::string> argv_s = {binary().string()};
+        argv_s.insert(argv_s.end(), args.begin(), args.end());
+        std::vector<char*> argv;
+        for (auto& a : argv_s) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    RunResult r;
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    const int fo = ::open(out.c_str(), O_RDONLY), fe = ::open(err.c_str(), O_RDONLY);
+    r.out = drain(fo);
+    r.err = drain(fe);
+    ::close(fo);
+    ::close(fe);
+    return r;
+}
+
+}  // namespace plainllama::test
