@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -44,6 +45,40 @@ void copy_model(const fs::path& from, const fs::path& to) {
         fs::copy_file(e.path(), to / e.path().filename(), fs::copy_options::overwrite_existing);
         fs::permissions(to / e.path().filename(), fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
     }
+}
+
+void write_safetensors(const fs::path& p, const std::vector<RawTensor>& tensors, size_t pad) {
+    nlohmann::ordered_json h = nlohmann::ordered_json::object();
+    std::string data;
+    for (const RawTensor& t : tensors) {
+        data.append(pad, '\0');
+        const size_t begin = data.size();
+        data += t.bytes;
+        h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+    }
+    const std::string header = h.dump();
+    std::string out(8, '\0');
+    uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((n >> (8 * i)) & 0xff);
+    write_file(p, out + header + data);
+}
+
+std::vector<RawTensor> read_safetensors(const fs::path& p) {
+    const std::string f = read_file(p);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = n << 8 | uint8_t(f[size_t(i)]);
+    const auto h = nlohmann::json::parse(f.substr(8, n));
+    std::vector<std::pair<uint64_t, RawTensor>> v;
+    for (auto it = h.begin(); it != h.end(); ++it) {
+        if (it.key() == "__metadata__") continue;
+        const uint64_t b = it.value()["data_offsets"][0], e = it.value()["data_offsets"][1];
+        v.push_back({b, {it.key(), it.value()["dtype"], it.value()["shape"].get<std::vector<int64_t>>(),
+                         f.substr(8 + n + b, e - b)}});
+    }
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<RawTensor> out;
+    for (auto& [_, t] : v) out.push_back(std::move(t));
+    return out;
 }
 
 namespace {

@@ -34,6 +34,19 @@ private:
 // Copies a model folder's files into dir (so a test can edit one of them).
 void copy_model(const fs::path& from, const fs::path& to);
 
+// A tensor to write: raw little-endian bytes of `dtype` ("F32", "F16", "BF16", or anything, for
+// corrupt files), and its shape.
+struct RawTensor {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    std::string bytes;
+};
+// Writes a safetensors file: 8-byte header length, JSON header, then the tensors in order.
+// `pad` extra bytes are put before each tensor (to test unaligned offsets).
+void write_safetensors(const fs::path& p, const std::vector<RawTensor>& tensors, size_t pad = 0);
+// Reads every tensor of a (valid) safetensors file, in data order.
+std::vector<RawTensor> read_safetensors(const fs::path& p);
+
 struct RunResult {
     int status = -1;  // exit status, or 128 + signal
     std::string out, err;
