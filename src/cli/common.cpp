@@ -1,0 +1,143 @@
+#include "common.h"
+
+#include <csignal>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+
+#include "plainllama/error.h"
+#include "plainllama/threads.h"
+
+namespace plainllama::cli {
+
+std::atomic<bool> g_interrupted{false};
+
+namespace {
+void on_sigint(int) {
+    if (g_interrupted.exchange(true)) std::_Exit(130);
+}
+}  // namespace
+
+void install_sigint_handler() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+}
+
+double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string perf_line(const char* what, double seconds, int64_t tokens) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%16s = %10.2f ms / %5lld tokens (%8.2f ms per token, %9.2f tokens per second)",
+                  what, seconds * 1e3, (long long)tokens, tokens ? seconds * 1e3 / double(tokens) : 0.0,
+                  seconds > 0 ? double(tokens) / seconds : 0.0);
+    return buf;
+}
+
+void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
+    cmd->add_option("-m,--model", o.model, "Model folder: config.json, *.safetensors, tokenizer.model")
+        ->capture_default_str();
+    cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)")
+        ->check(CLI::Range(1, 1024));
+    if (with_ctx)
+        cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings)")
+            ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+    cmd->add_flag("--quiet", o.quiet, "Print nothing on stderr but errors");
+}
+
+void add_sampling_options(CLI::App* cmd, SamplingOpts& o) {
+    SamplerParams& p = o.p;
+    cmd->add_option("--temp", p.temp, "Temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f))->capture_default_str();
+    cmd->add_option("--top-k", p.top_k, "Top-k; 0 = off")->check(CLI::Range(0, 1 << 30))->capture_default_str();
+    cmd->add_option("--top-p", p.top_p, "Top-p (nucleus); 1 = off")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+    cmd->add_option("--min-p", p.min_p, "Min-p; 0 = off")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+    cmd->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty; 1 = off")
+        ->check(CLI::Range(0.001f, 100.0f))
+        ->capture_default_str();
+    cmd->add_option("--repeat-last-n", p.repeat_last_n, "Tokens the penalty looks back at; 0 = off, -1 = all")
+        ->check(CLI::Range(-1, 1 << 30))
+        ->capture_default_str();
+    cmd->add_option("--seed", o.seed, "Random seed; -1 = random (printed on stderr)")
+        ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()))
+        ->capture_default_str();
+    cmd->footer(
+        "Sampling chain, in order: repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw.\n"
+        "--temp 0 is greedy decoding (argmax after the repetition penalty).");
+}
+
+SamplerParams resolve_sampling(const SamplingOpts& o, bool quiet) {
+    SamplerParams p = o.p;
+    p.seed = o.seed >= 0 ? uint64_t(o.seed) : (uint64_t(std::random_device{}()) << 20 ^ std::random_device{}()) & ((uint64_t(1) << 52) - 1);
+    if (!quiet && p.temp > 0) std::fprintf(stderr, "seed = %llu\n", (unsigned long long)p.seed);
+    return p;
+}
+
+Loaded load(const ModelOpts& o) {
+    set_threads(o.threads > 0 ? o.threads : physical_cores());
+    Loaded l;
+    const double t0 = now_seconds();
+    l.model = std::make_unique<Model>(o.model);
+    l.tokenizer = std::make_unique<Tokenizer>(std::filesystem::path(o.model) / "tokenizer.model");
+    if (l.tokenizer->vocab_size() > l.model->config().vocab_size)
+        throw Error(o.model + "/tokenizer.model: has " + std::to_string(l.tokenizer->vocab_size()) +
+                    " pieces but config.json vocab_size is " + std::to_string(l.model->config().vocab_size));
+    l.load_seconds = now_seconds() - t0;
+    return l;
+}
+
+namespace {
+
+// Offset of the first byte that is not part of a valid UTF-8 sequence, or npos.
+size_t invalid_utf8_at(const std::string& s) {
+    size_t i = 0;
+    while (i < s.size()) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        if (n == 0 || i + n > s.size()) return i;
+        uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+        for (size_t k = 1; k < n; ++k) {
+            const unsigned char d = static_cast<unsigned char>(s[i + k]);
+            if ((d & 0xC0) != 0x80) return i;
+            cp = cp << 6 | (d & 0x3F);
+        }
+        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+        i += n;
+    }
+    return std::string::npos;
+}
+
+}  // namespace
+
+std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given) {
+    if (prompt_given && file_given) throw UsageError("give either -p/--prompt or -f/--file, not both");
+    std::string text = prompt;
+    std::string source = "the prompt";
+    if (file_given) {
+        std::stringstream ss;
+        if (file == "-") {
+            ss << std::cin.rdbuf();
+            source = "the prompt on stdin";
+        } else {
+            std::error_code ec;
+            if (!std::filesystem::is_regular_file(file, ec)) throw Error(file + ": not found or not a regular file (-f/--file)");
+            std::ifstream in(file, std::ios::binary);
+            if (!in) throw Error(file + ": cannot be read (-f/--file)");
+            ss << in.rdbuf();
+            source = file;
+        }
+        text = ss.str();
+    }
+    const size_t bad = invalid_utf8_at(text);
+    if (bad != std::string::npos)
+        throw Error(source + " is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
+    return text;
+}
+
+}  // namespace plainllama::cli

@@ -1,0 +1,50 @@
+// Flags and helpers shared by the subcommands (llama.cpp's spellings).
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "plainllama/model.h"
+#include "plainllama/sampler.h"
+#include "plainllama/tokenizer.h"
+
+namespace plainllama::cli {
+
+struct ModelOpts {
+    std::string model = "models/default";
+    int threads = 0;       // 0 = physical cores
+    int64_t ctx_size = 0;  // 0 = max_position_embeddings
+    bool quiet = false;
+};
+void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx = true);
+
+struct SamplingOpts {
+    SamplerParams p;
+    int64_t seed = -1;  // -1 = random
+};
+void add_sampling_options(CLI::App* cmd, SamplingOpts& o);
+// The sampler parameters with the seed resolved (random when -1, printed on stderr unless quiet).
+SamplerParams resolve_sampling(const SamplingOpts& o, bool quiet);
+
+// A model, its tokenizer and the time it took to load them; threads set.
+struct Loaded {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Tokenizer> tokenizer;
+    double load_seconds = 0;
+};
+Loaded load(const ModelOpts& o);
+
+// Text of a prompt: -p TEXT or -f FILE ("-" = stdin). Checks it is valid UTF-8.
+std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given);
+
+// Set by SIGINT (Ctrl-C) while installed; a second Ctrl-C exits at once.
+extern std::atomic<bool> g_interrupted;
+void install_sigint_handler();
+
+double now_seconds();
+// "prompt eval time =  12.34 ms /    6 tokens (  2.06 ms per token,  486.23 tokens per second)"
+std::string perf_line(const char* what, double seconds, int64_t tokens);
+
+}  // namespace plainllama::cli

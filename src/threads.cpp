@@ -1,0 +1,38 @@
+#include "plainllama/threads.h"
+
+#include <omp.h>
+
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+
+namespace plainllama {
+
+int physical_cores() {
+    // Distinct (physical id, core id) pairs in /proc/cpuinfo; fall back to the logical count.
+    std::ifstream in("/proc/cpuinfo");
+    std::set<std::pair<int, int>> cores;
+    std::string line;
+    int phys = 0;
+    while (std::getline(in, line)) {
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        try {
+            if (line.rfind("physical id", 0) == 0) phys = std::stoi(line.substr(colon + 1));
+            else if (line.rfind("core id", 0) == 0) cores.insert({phys, std::stoi(line.substr(colon + 1))});
+        } catch (...) {
+        }
+    }
+    const int logical = int(std::thread::hardware_concurrency());
+    if (!cores.empty() && int(cores.size()) <= logical) return int(cores.size());
+    return logical > 0 ? logical : 1;
+}
+
+void set_threads(int n) {
+    omp_set_dynamic(0);
+    omp_set_num_threads(n);
+}
+
+}  // namespace plainllama
