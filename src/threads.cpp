@@ -33,6 +33,7 @@ int physical_cores() {
 void set_threads(int n) {
     omp_set_dynamic(0);
     omp_set_num_threads(n);
+    omp_set_max_active_levels(1);  // a kernel called inside a parallel loop runs on that thread
 }
 
 }  // namespace plainllama

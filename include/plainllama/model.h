@@ -71,7 +71,7 @@ private:
     std::vector<float> gate_;    // [n_batch, intermediate_size]
     std::vector<float> up_;      // [n_batch, intermediate_size]
     std::vector<float> proj_;    // [n_batch, hidden_size] o_proj / down_proj output
-    std::vector<float> scratch_; // [threads, n_ctx] attention scores
+    std::vector<float> scratch_; // [threads, attention_scratch_per_thread(n_batch, n_ctx, head_dim)]
     std::vector<float> logits_;  // [tokens with logits, vocab_size]
 };
 

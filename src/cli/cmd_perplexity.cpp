@@ -1,10 +1,106 @@
+// plainllama perplexity: llama.cpp's chunked perplexity (or a sliding window) of a text file.
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
+#include "common.h"
+#include "plainllama/error.h"
+#include "plainllama/perplexity.h"
 
 namespace plainllama::cli {
 
+namespace {
+
+// "[=====>     ]  42/767 chunks  ETA 12s" on one rewritten line.
+void progress_bar(int64_t done, int64_t total, double elapsed) {
+    const int width = 30;
+    const int fill = int(double(width) * double(done) / double(total));
+    const double eta = done > 0 ? elapsed / double(done) * double(total - done) : 0.0;
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld  ETA %.0fs ", std::string(size_t(fill), '=').c_str(),
+                 std::string(size_t(width - fill), ' ').c_str(), (long long)done, (long long)total, eta);
+}
+
+}  // namespace
+
 Run add_perplexity(CLI::App& app) {
-    app.add_subcommand("perplexity", "(not yet implemented)");
-    return [] { return 1; };
+    auto* cmd = app.add_subcommand("perplexity", "Perplexity of a text file (llama.cpp's method by default)");
+    struct Opts {
+        ModelOpts m;
+        std::string file;
+        int64_t ctx = 512, chunks = -1, stride = 0, batch = 512;
+        bool json = false;
+    };
+    auto o = std::make_shared<Opts>();
+    add_model_options(cmd, o->m, /*with_ctx=*/false);
+    cmd->add_option("-f,--file", o->file, "Text file to evaluate")->required();
+    cmd->add_option("-c,--ctx", o->ctx, "Tokens per chunk (or window); at most max_position_embeddings")
+        ->check(CLI::Range(int64_t(4), int64_t(1) << 24))
+        ->capture_default_str();
+    cmd->add_option("--chunks", o->chunks, "Evaluate only the first K chunks; -1 = all")
+        ->check(CLI::Range(int64_t(-1), int64_t(1) << 40))
+        ->capture_default_str();
+    cmd->add_option("--stride", o->stride,
+                    "Sliding-window mode (HF's guide): a window of --ctx tokens every S tokens, each token scored once")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+    cmd->add_option("-b,--batch", o->batch, "Most tokens per forward pass")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 24))
+        ->capture_default_str();
+    cmd->add_flag("--json", o->json, "Print the final figures and per-chunk values as JSON on stdout");
+    return [o] {
+        const std::string text = read_prompt("", o->file, false, true);
+        Loaded l = load(o->m);
+        const LlamaConfig& c = l.model->config();
+        if (o->ctx > c.max_position_embeddings)
+            throw UsageError("--ctx " + std::to_string(o->ctx) + " is larger than the model's context (" +
+                             std::to_string(c.max_position_embeddings) + ", max_position_embeddings)");
+        const bool quiet = o->m.quiet, tty = ::isatty(2) && !quiet;
+        double t0 = now_seconds();
+        const std::vector<int32_t> tokens = l.tokenizer->encode(text, /*add_bos=*/true);
+        if (!quiet)
+            std::fprintf(stderr, "tokenized %s: %zu tokens in %.2f s\n", o->file.c_str(), tokens.size(),
+                         now_seconds() - t0);
+        Context ctx(*l.model, ContextParams{o->ctx, std::min(o->batch, o->ctx)});
+        t0 = now_seconds();
+        install_sigint_handler();
+        auto progress = [&](int64_t i, int64_t total, const PerplexityResult& r) {
+            if (!quiet) {
+                if (tty) std::fprintf(stderr, "\r\033[K");
+                std::fprintf(stderr, "[%lld]%.4f,", (long long)i, r.running_ppl.back());
+                if (tty) {
+                    std::fprintf(stderr, "\n");
+                    progress_bar(i, total, now_seconds() - t0);
+                }
+                std::fflush(stderr);
+            }
+            return !g_interrupted.load();
+        };
+        const int32_t bos = l.tokenizer->bos_id() >= 0 ? l.tokenizer->bos_id() : int32_t(c.bos_token_id);
+        const PerplexityResult r = o->stride > 0 ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress)
+                                                 : perplexity_chunks(ctx, tokens, o->ctx, bos, o->chunks, progress);
+        const double secs = now_seconds() - t0;
+        const int64_t evaluated = r.n_windows * o->ctx;
+        if (!quiet) {
+            if (tty) std::fprintf(stderr, "\r\033[K");
+            std::fprintf(stderr, "\n%lld %s of %lld tokens, %lld tokens scored, %.2f s, %.1f tokens/s\n",
+                         (long long)r.n_windows, o->stride > 0 ? "windows" : "chunks", (long long)o->ctx,
+                         (long long)r.n_scored, secs, double(evaluated) / secs);
+        }
+        if (o->json) {
+            nlohmann::json j = {{"model", o->m.model}, {"file", o->file},
+                                {"method", o->stride > 0 ? "stride" : "chunks"}, {"ctx", o->ctx},
+                                {"stride", o->stride}, {"n_tokens", tokens.size()}, {"n_chunks", r.n_windows},
+                                {"n_scored", r.n_scored}, {"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr},
+                                {"mean_nll", r.mean_nll}, {"seconds", secs},
+                                {"tokens_per_second", double(evaluated) / secs},
+                                {"chunk_ppl", r.window_ppl}, {"running_ppl", r.running_ppl}};
+            std::printf("%s\n", j.dump().c_str());
+        } else {
+            std::printf("PPL = %.4f +/- %.4f\n", r.ppl, r.ppl_stderr);
+        }
+        return g_interrupted.load() ? 130 : 0;
+    };
 }
 
 }  // namespace plainllama::cli
