@@ -32,7 +32,6 @@ Run add_generate(CLI::App& app) {
         const std::string prompt = read_prompt(o->prompt, o->file, p_opt->count() > 0, f_opt->count() > 0);
         Loaded l = load(o->m);
         const bool quiet = o->m.quiet;
-        const SamplerParams sp = resolve_sampling(o->s, quiet);
         Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});
         std::vector<int32_t> tokens = l.tokenizer->encode(prompt, !o->no_bos);
         if (tokens.empty()) throw UsageError("the prompt is empty and --no-bos leaves nothing to start from");
@@ -40,6 +39,7 @@ Run add_generate(CLI::App& app) {
             throw Error("the prompt has " + std::to_string(tokens.size()) + " tokens but the context holds " +
                         std::to_string(ctx.n_ctx()) + " (raise -c/--ctx-size or shorten the prompt)");
         const size_t n_prompt_tokens = tokens.size();
+        const SamplerParams sp = resolve_sampling(o->s, quiet);
 
         Sampler sampler(sp);
         StreamDecoder decoder(*l.tokenizer);
