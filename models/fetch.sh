@@ -51,7 +51,8 @@ download() {
     local url=$1 out=$2 auth=()
     [[ -n ${HF_TOKEN:-} ]] && auth=(--header "Authorization: Bearer $HF_TOKEN")
     if command -v curl >/dev/null; then
-        curl -fSL --connect-timeout 20 --retry 2 -sS "${auth[@]}" -o "$out.part" "$url" || { rm -f "$out.part"; return 1; }
+        curl -fSL --connect-timeout 20 --retry 2 -sS "${auth[@]}" -o "$out.part" "$url" ||
+            { rm -f "$out.part"; return 1; }
     elif command -v wget >/dev/null; then
         wget -q -T 20 -t 3 "${auth[@]}" -O "$out.part" "$url" || { rm -f "$out.part"; return 1; }
     else
