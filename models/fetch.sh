@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Puts a model into models/NAME/ (config.json, model.safetensors or shards, tokenizer.model) and points the
+# symlink models/default at it.
+#
+# Usage: models/fetch.sh [NAME|OWNER/REPO] [--dtype f32|f16|bf16] [--force]
+#   stories260K (default)  from ../shared/models/ beside the project when present (no network), else downloaded
+#                          from the Hugging Face hub (karpathy/tinyllamas) and converted with
+#                          scripts/convert_llama2c.py. --dtype f16|bf16 gives models/stories260K-f16|-bf16.
+#   OWNER/REPO             a Hugging Face repo id: config.json, tokenizer.model and model.safetensors (or
+#                          model.safetensors.index.json and its shards) into models/REPO/, as published.
+#   --force                download again files that are already there.
+# Environment: HF_TOKEN (gated repos), HF_ENDPOINT (default https://huggingface.co),
+#              PLAINLLAMA_SHARED_DIR (default <project>/../shared).
+set -euo pipefail
+
+models_dir=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$models_dir")
+shared=${PLAINLLAMA_SHARED_DIR:-$(cd "$root/.." && pwd)/shared}
+endpoint=${HF_ENDPOINT:-https://huggingface.co}
+endpoint=${endpoint%/}
+host=${endpoint#*://}
+host=${host%%/*}
+python=/usr/bin/python3
+[[ -x $python ]] || python=python3
+
+die() { echo "fetch.sh: $*" >&2; exit 1; }
+say() { echo "fetch.sh: $*" >&2; }
+
+name=stories260K
+dtype=""
+force=0
+positional=0
+while (($#)); do
+    case $1 in
+        --dtype) (($# >= 2)) || die "--dtype needs a value (f32, f16 or bf16)"; dtype=$2; shift 2 ;;
+        --dtype=*) dtype=${1#--dtype=}; shift ;;
+        --force) force=1; shift ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        -*) die "unknown option '$1' (expected --dtype f32|f16|bf16, --force)" ;;
+        *) ((positional == 0)) || die "unexpected argument '$1': give one model name or repo id"
+           name=$1; positional=1; shift ;;
+    esac
+done
+case $dtype in
+    ""|f32|f16|bf16) ;;
+    *) die "--dtype $dtype: expected f32, f16 or bf16" ;;
+esac
+
+# download URL FILE: to FILE via FILE.part; prints curl's or wget's error and returns non-zero on failure.
+download() {
+    local url=$1 out=$2 auth=()
+    [[ -n ${HF_TOKEN:-} ]] && auth=(--header "Authorization: Bearer $HF_TOKEN")
+    if command -v curl >/dev/null; then
+        curl -fSL --connect-timeout 20 --retry 2 -sS "${auth[@]}" -o "$out.part" "$url" ||
+            { rm -f "$out.part"; return 1; }
+    elif command -v wget >/dev/null; then
+        wget -q -T 20 -t 3 "${auth[@]}" -O "$out.part" "$url" || { rm -f "$out.part"; return 1; }
+    else
+        die "neither curl nor wget is installed"
+    fi
+    mv "$out.part" "$out"
+}
+
+# exists URL: 0 when the hub serves it, 1 on 404 (any other failure ends the script).
+exists() {
+    local url=$1 auth=() code
+    [[ -n ${HF_TOKEN:-} ]] && auth=(--header "Authorization: Bearer $HF_TOKEN")
+    if command -v curl >/dev/null; then
+        code=$(curl -sSL -o /dev/null -w '%{http_code}' --connect-timeout 20 -r 0-0 "${auth[@]}" "$url") ||
+            die "cannot reach $host: $url"
+        case $code in
+            2??) return 0 ;;
+            404) return 1 ;;
+            401|403) die "$url: HTTP $code (a gated or private repo: accept its licence and set HF_TOKEN)" ;;
+            *) die "$url: HTTP $code" ;;
+        esac
+    else
+        local rc=0
+        wget -q --spider -T 20 -t 2 "${auth[@]}" "$url" || rc=$?
+        case $rc in
+            0) return 0 ;;
+            8) return 1 ;;  # the server answered with an error (404 for a missing file)
+            *) die "cannot reach $host: $url (wget exit $rc)" ;;
+        esac
+    fi
+}
+
+check_online() {
+    local err
+    if command -v curl >/dev/null; then
+        err=$(curl -sS -o /dev/null --connect-timeout 20 -I "$endpoint" 2>&1) ||
+            die "cannot reach $host: ${err#curl: }"
+    elif command -v wget >/dev/null; then
+        err=$(wget -q --spider -T 20 -t 1 "$endpoint" 2>&1) || die "cannot reach $host: wget failed ${err:+($err)}"
+    else
+        die "neither curl nor wget is installed"
+    fi
+}
+
+# fetch_file REPO_URL_BASE FILE DEST_DIR: skip when present unless --force.
+fetch_file() {
+    local base=$1 file=$2 dest=$3
+    if [[ -s $dest/$file && $force == 0 ]]; then
+        say "$file already there"
+        return 0
+    fi
+    mkdir -p "$(dirname "$dest/$file")"
+    say "downloading $base/$file"
+    download "$base/$file" "$dest/$file" || die "$base/$file: download failed"
+}
+
+copy_folder() {  # copy_folder SRC DEST: the files of SRC, writable in DEST
+    local src=$1 dest=$2 f
+    mkdir -p "$dest"
+    for f in "$src"/*; do
+        [[ -f $f ]] || continue
+        rm -f "$dest/${f##*/}"
+        cp "$f" "$dest/"
+        chmod u+w "$dest/${f##*/}"
+    done
+}
+
+fetch_stories260K() {
+    local sfx="" dest
+    [[ -n $dtype && $dtype != f32 ]] && sfx="-$dtype"
+    dest_name=stories260K$sfx
+    dest=$models_dir/$dest_name
+    if [[ -f $shared/models/stories260K$sfx/model.safetensors ]]; then
+        say "copying $shared/models/stories260K$sfx"
+        copy_folder "$shared/models/stories260K$sfx" "$dest"
+        return
+    fi
+    local ckpt tok src=$models_dir/stories260K-llama2c
+    if [[ -f $shared/models/stories260K-llama2c/stories260K.bin && -f $shared/models/stories260K/tokenizer.model ]]
+    then
+        ckpt=$shared/models/stories260K-llama2c/stories260K.bin
+        tok=$shared/models/stories260K/tokenizer.model
+    else
+        local base=$endpoint/karpathy/tinyllamas/resolve/main/stories260K
+        if [[ $force == 1 || ! -s $src/stories260K.bin || ! -s $src/tok512.bin || ! -s $src/tok512.model ]]; then
+            say "no $shared/models/stories260K$sfx; downloading from $base"
+            check_online
+            fetch_file "$base" stories260K.bin "$src"
+            fetch_file "$base" tok512.bin "$src"
+            # llama2.c's tok512.bin is not a SentencePiece model; tok512.model is the same vocabulary as one
+            exists "$base/tok512.model" || die "$base/tok512.model: not found; plainllama needs a SentencePiece" \
+                "tokenizer.model for the 512-piece vocabulary (pass one to scripts/convert_llama2c.py --tokenizer)"
+            fetch_file "$base" tok512.model "$src"
+        fi
+        ckpt=$src/stories260K.bin
+        tok=$src/tok512.model
+    fi
+    say "converting $ckpt"
+    "$python" "$root/scripts/convert_llama2c.py" "$ckpt" "$dest" --dtype "${dtype:-f32}" --tokenizer "$tok"
+}
+
+fetch_hf_repo() {
+    local repo=$1 dest base shards s
+    [[ -z $dtype ]] || die "--dtype applies to stories260K only; $repo is fetched in its published dtype"
+    [[ $repo =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$ ]] || die "'$repo': expected a model name or OWNER/REPO"
+    dest_name=${repo#*/}
+    dest=$models_dir/$dest_name
+    base=$endpoint/$repo/resolve/main
+    check_online
+    [[ -s $dest/config.json && $force == 0 ]] || exists "$base/config.json" ||
+        die "$repo: no config.json on $host (is the repo id right?)"
+    mkdir -p "$dest"
+    fetch_file "$base" config.json "$dest"
+    if exists "$base/tokenizer.model"; then
+        fetch_file "$base" tokenizer.model "$dest"
+    else
+        say "warning: $repo has no tokenizer.model (plainllama needs a SentencePiece tokenizer.model)"
+    fi
+    if [[ -s $dest/model.safetensors.index.json && $force == 0 ]] || exists "$base/model.safetensors.index.json"
+    then
+        fetch_file "$base" model.safetensors.index.json "$dest"
+        shards=$("$python" -c 'import json, sys
+for s in sorted(set(json.load(open(sys.argv[1]))["weight_map"].values())): print(s)' \
+                 "$dest/model.safetensors.index.json") || die "$dest/model.safetensors.index.json: no weight_map"
+        [[ -n $shards ]] || die "$dest/model.safetensors.index.json: empty weight_map"
+        while read -r s; do
+            [[ $s =~ ^[A-Za-z0-9._-]+$ ]] || die "$dest/model.safetensors.index.json: bad shard name '$s'"
+            fetch_file "$base" "$s" "$dest"
+        done <<<"$shards"
+    elif exists "$base/model.safetensors"; then
+        fetch_file "$base" model.safetensors "$dest"
+    else
+        die "$repo: neither model.safetensors nor model.safetensors.index.json (only safetensors are supported)"
+    fi
+}
+
+dest_name=""
+case $name in
+    stories260K) fetch_stories260K ;;
+    */*) fetch_hf_repo "$name" ;;
+    *) die "unknown model '$name': expected stories260K or a Hugging Face repo id OWNER/REPO" ;;
+esac
+
+ln -sfn "$dest_name" "$models_dir/default"
+say "models/$dest_name ready; models/default -> $dest_name"
