@@ -1,0 +1,51 @@
+#!/usr/bin/python3
+"""scripts/perplexity.py: the table, CSV and JSON agree with `plainllama perplexity` run directly."""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SHARED = os.environ["PLAINLLAMA_SHARED_DIR"]
+BINARY = os.environ["PLAINLLAMA_BINARY"]
+SCRIPT = os.path.join(os.environ["PLAINLLAMA_SOURCE_DIR"], "scripts", "perplexity.py")
+
+
+class PerplexityScript(unittest.TestCase):
+    def test_table_csv_json(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            models = [os.path.join(SHARED, "models", m) for m in ("stories260K", "stories260K-bf16")]
+            data = os.path.join(SHARED, "data", "tinystories_val.txt")
+            cmd = [sys.executable, SCRIPT, "--binary", BINARY, "-c", "128", "--chunks", "3", "-t", "1",
+                   "-d", data, "--csv", os.path.join(tmp, "r.csv"), "--json", os.path.join(tmp, "r.json")]
+            for m in models:
+                cmd += ["-m", m]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.strip().splitlines()
+            self.assertEqual(lines[0], "| model | dtype | dataset | ctx | chunks | PPL | tok/s |")
+            self.assertEqual(len(lines), 4)
+            rows = json.load(open(os.path.join(tmp, "r.json")))
+            self.assertEqual([x["dtype"] for x in rows], ["F32", "BF16"])
+            with open(os.path.join(tmp, "r.csv")) as f:
+                self.assertEqual(len(list(csv.DictReader(f))), 2)
+            direct = subprocess.run([BINARY, "perplexity", "-m", models[0], "-f", data, "-c", "128",
+                                     "--chunks", "3", "--json", "--quiet"], capture_output=True, text=True)
+            self.assertEqual(direct.returncode, 0, direct.stderr)
+            self.assertAlmostEqual(rows[0]["ppl"], round(json.loads(direct.stdout)["ppl"], 4), places=4)
+            self.assertEqual(rows[0]["chunks"], 3)
+            self.assertIn(f"| stories260K | F32 | tinystories_val.txt | 128 | 3 | {rows[0]['ppl']:.4f} ±", r.stdout)
+
+    def test_missing_binary(self):
+        r = subprocess.run([sys.executable, SCRIPT, "--binary", "/nonexistent/plainllama"], capture_output=True, text=True)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("not built", r.stderr)
+
+
+if __name__ == "__main__":
+    result = unittest.main(exit=False, verbosity=2).result
+    failed = len(result.failures) + len(result.errors)
+    print(f"{result.testsRun - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
