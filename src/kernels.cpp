@@ -197,8 +197,48 @@ void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K) {
 
 constexpr int64_t kNR = 32, kMR = 6, kKC = 256;
 
+#ifdef PL_AVX512
+// r[i] = row i of a 16x16 block  ->  r[i] = column i.
+inline void transpose16x16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; ++i) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xDD);
+        }
+    for (int i = 0; i < 8; ++i) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    }
+}
+#endif
+
+// Wp[k, j] = W[n0 + j, k0 + k] as f32 for k < kc, j < kNR (zero for rows j >= nr).
 template <class T>
 void pack_block(float* Wp, const T* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
+#ifdef PL_AVX512
+    for (int64_t j0 = 0; j0 < kNR; j0 += 16) {
+        for (int64_t k = 0; k < kc; k += 16) {
+            const int64_t m = std::min<int64_t>(16, kc - k);
+            const __mmask16 mask = tail_mask(m);
+            __m512 r[16];
+            for (int64_t i = 0; i < 16; ++i)
+                r[i] = j0 + i < nr ? load16(W + (n0 + j0 + i) * K + k0 + k, mask) : _mm512_setzero_ps();
+            transpose16x16(r);
+            for (int64_t i = 0; i < m; ++i) _mm512_store_ps(Wp + (k + i) * kNR + j0, r[i]);
+        }
+    }
+#else
     for (int64_t j = 0; j < kNR; ++j) {
         if (j < nr) {
             alignas(64) float row[kKC];
@@ -208,6 +248,7 @@ void pack_block(float* Wp, const T* W, int64_t K, int64_t n0, int64_t nr, int64_
             for (int64_t k = 0; k < kc; ++k) Wp[k * kNR + j] = 0.0f;
         }
     }
+#endif
 }
 
 template <int MR>
