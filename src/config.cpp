@@ -141,7 +141,12 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
         c.rope_scaling = parse_rope_scaling(*rope_params, source);
 
     c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source, false);
-    c.bos_token_id = find(j, "bos_token_id") ? get_int(j, "bos_token_id", source, false, 1, 0, c.vocab_size - 1) : -1;
+    // Absent: HF's defaults (BOS 1, EOS 2) when the vocabulary has them; null: none.
+    if (!j.contains("bos_token_id")) c.bos_token_id = c.vocab_size > 1 ? 1 : -1;
+    else if (find(j, "bos_token_id"))
+        c.bos_token_id = get_int(j, "bos_token_id", source, true, 0, 0, c.vocab_size - 1);
+    else c.bos_token_id = -1;
+    if (!j.contains("eos_token_id") && c.vocab_size > 2) c.eos_token_id = {2};
     if (const json* eos = find(j, "eos_token_id")) {
         auto check = [&](const json& v) {
             if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size)

@@ -19,6 +19,21 @@ namespace plainllama {
 
 using json = nlohmann::json;
 
+std::string printable(const std::string& s) {
+    static const char hex[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char ch : s) {
+        if (ch < 0x20 || ch == 0x7f) {
+            out += "\\x";
+            out += hex[ch >> 4];
+            out += hex[ch & 15];
+        } else {
+            out += char(ch);
+        }
+    }
+    return out;
+}
+
 int64_t TensorView::numel() const {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
@@ -33,7 +48,7 @@ std::string TensorView::shape_str() const {
 
 MappedFile::MappedFile(const std::filesystem::path& path) {
     const std::string p = path.string();
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: a FIFO must not hang open()
     if (fd < 0) throw Error(p + ": cannot open: " + std::strerror(errno));
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -90,7 +105,7 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
         const std::string& name = it.key();
         if (name == "__metadata__") continue;
         const json& t = it.value();
-        const std::string where = src + ": tensor '" + name + "'";
+        const std::string where = src + ": tensor '" + printable(name) + "'";
         if (!t.is_object()) throw Error(where + ": entry must be an object");
         auto dt = t.find("dtype"), sh = t.find("shape"), off = t.find("data_offsets");
         if (dt == t.end() || !dt->is_string()) throw Error(where + ": 'dtype' missing or not a string");
@@ -98,14 +113,18 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
         v.name = name;
         v.file = src;
         if (!parse_dtype(dt->get<std::string>(), &v.dtype))
-            throw Error(where + ": dtype " + dt->get<std::string>() + " is not supported (expected F32, F16 or BF16)");
+            throw Error(where + ": dtype " + printable(dt->get<std::string>()) +
+                        " is not supported (expected F32, F16 or BF16)");
         if (sh == t.end() || !sh->is_array()) throw Error(where + ": 'shape' missing or not an array");
-        if (sh->size() > 8) throw Error(where + ": shape has " + std::to_string(sh->size()) + " dimensions (at most 8)");
+        if (sh->size() > 8)
+            throw Error(where + ": shape has " + std::to_string(sh->size()) + " dimensions (at most 8)");
         uint64_t numel = 1;
         for (const json& d : *sh) {
             if (!d.is_number_unsigned())
                 throw Error(where + ": shape " + sh->dump() + " must hold non-negative integers");
             uint64_t dim = d.get<uint64_t>();
+            if (dim > uint64_t(INT64_MAX))  // only reachable after a 0 dim; would turn negative below
+                throw Error(where + ": shape " + sh->dump() + " has a dimension past 2^63 - 1");
             if (!mul_checked(numel, dim, data_size, &numel))
                 throw Error(where + ": shape " + sh->dump() + " is larger than the file's data (" +
                             std::to_string(data_size) + " bytes)");
@@ -137,8 +156,8 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
     std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
     for (size_t i = 1; i < ranges.size(); ++i)
         if (ranges[i].begin < ranges[i - 1].end)
-            throw Error(src + ": tensors '" + ranges[i - 1].name + "' and '" + ranges[i].name +
-                        "' overlap in the data region");
+            throw Error(src + ": tensors '" + printable(ranges[i - 1].name) + "' and '" +
+                        printable(ranges[i].name) + "' overlap in the data region");
     return out;
 }
 
@@ -154,17 +173,19 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) {
         std::stringstream ss;
         ss << in.rdbuf();
         json j = json::parse(ss.str(), nullptr, false);
-        if (j.is_discarded() || !j.is_object()) throw Error(index.string() + ": invalid JSON");
+        if (j.is_discarded()) throw Error(index.string() + ": invalid JSON");
+        if (!j.is_object()) throw Error(index.string() + ": expected a JSON object at the top level");
         auto wm = j.find("weight_map");
         if (wm == j.end() || !wm->is_object() || wm->empty())
             throw Error(index.string() + ": 'weight_map' missing or not a non-empty object");
         weight_map = *wm;
         std::set<std::string> seen;
         for (auto it = weight_map.begin(); it != weight_map.end(); ++it) {
-            if (!it->is_string()) throw Error(index.string() + ": weight_map['" + it.key() + "'] must be a file name");
+            if (!it->is_string())
+                throw Error(index.string() + ": weight_map['" + printable(it.key()) + "'] must be a file name");
             std::string f = it->get<std::string>();
-            if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
-                throw Error(index.string() + ": weight_map['" + it.key() + "'] = '" + f +
+            if (f.empty() || f.find_first_of(std::string("/\0", 2)) != std::string::npos || f == "." || f == "..")
+                throw Error(index.string() + ": weight_map['" + printable(it.key()) + "'] = '" + printable(f) +
                             "' must be a plain file name in the model folder");
             if (seen.insert(f).second) shard_names.push_back(f);
         }
@@ -181,17 +202,26 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) {
         contents_.push_back(parse_safetensors(files_.back()->data(), files_.back()->size(), p.string()));
         for (TensorView& t : contents_.back().tensors) {
             if (!weight_map.is_null()) {
+                // Every tensor of a shard must be mapped to that shard: a copy in a second shard, or one the
+                // index does not list, is ambiguous.
                 auto it = weight_map.find(t.name);
-                if (it == weight_map.end() || it->get<std::string>() != name) continue;  // not this shard's
+                if (it == weight_map.end())
+                    throw Error(p.string() + ": tensor '" + printable(t.name) +
+                                "' is not listed in the weight_map of " + index.string());
+                if (it->get<std::string>() != name)
+                    throw Error(p.string() + ": tensor '" + printable(t.name) + "' is also in this shard, but " +
+                                index.string() + " maps it to " + printable(it->get<std::string>()));
             }
-            if (tensors_.count(t.name)) throw Error(p.string() + ": tensor '" + t.name + "' appears twice");
+            if (tensors_.count(t.name))
+                throw Error(p.string() + ": tensor '" + printable(t.name) + "' appears twice");
             tensors_.emplace(t.name, t);
         }
     }
     if (!weight_map.is_null())
         for (auto it = weight_map.begin(); it != weight_map.end(); ++it)
             if (!tensors_.count(it.key()))
-                throw Error(index.string() + ": tensor '" + it.key() + "' is not in shard " + it->get<std::string>());
+                throw Error(index.string() + ": tensor '" + printable(it.key()) + "' is not in shard " +
+                            printable(it->get<std::string>()));
 }
 
 const TensorView* Checkpoint::find(const std::string& name) const {

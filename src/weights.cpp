@@ -86,7 +86,8 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const LlamaConfig& c, const st
     PL_CHECK(i == table.size());
     for (const auto& [name, t] : ckpt.tensors())
         if (!used.count(name) && !ignorable(name, c))
-            throw Error(t.file + ": unexpected tensor '" + name + "' (not part of a LLaMA model with this config)");
+            throw Error(t.file + ": unexpected tensor '" + printable(name) +
+                        "' (not part of a LLaMA model with this config)");
     return m;
 }
 

@@ -31,8 +31,8 @@ struct LlamaConfig {
     int64_t max_position_embeddings = 2048;
     int64_t vocab_size = 0;
     bool tie_word_embeddings = false;
-    int64_t bos_token_id = 1;           // -1 when null
-    std::vector<int64_t> eos_token_id;  // int or list in the file
+    int64_t bos_token_id = 1;           // 1 when absent (HF's default), -1 when null
+    std::vector<int64_t> eos_token_id;  // int or list in the file; {2} when absent, {} when null
     std::string hidden_act = "silu";
     std::string torch_dtype;            // informational
 

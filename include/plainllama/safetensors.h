@@ -12,6 +12,10 @@
 
 namespace plainllama {
 
+// s with control bytes (newline, NUL, ...) escaped as \xNN, so that a name read from a file
+// keeps an error message on one line.
+std::string printable(const std::string& s);
+
 struct TensorView {
     std::string name;
     DType dtype = DType::F32;

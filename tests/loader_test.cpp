@@ -1,0 +1,797 @@
+// The checkpoint loader: the three shared stories260K folders, sharded and unaligned copies made here,
+// corrupt files built by hand (each an Error naming the file and the tensor, never a crash), and
+// `plainllama inspect` end to end.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <random>
+
+#include "plainllama/config.h"
+#include "plainllama/error.h"
+#include "plainllama/model.h"
+#include "plainllama/safetensors.h"
+#include "plainllama/weights.h"
+#include "test_util.h"
+
+namespace plainllama {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::string_literals;
+using test::model_dir;
+using test::RawTensor;
+using test::read_safetensors;
+using test::TempDir;
+using test::write_safetensors;
+
+// Substring checks that print the whole message on failure (plain gtest: gmock is not a dependency).
+::testing::AssertionResult HasSubstr(const std::string& s, const std::string& sub) {
+    if (s.find(sub) != std::string::npos) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "\"" << sub << "\" not in \"" << s << "\"";
+}
+::testing::AssertionResult StartsWith(const std::string& s, const std::string& prefix) {
+    if (s.rfind(prefix, 0) == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "\"" << s << "\" does not start with \"" << prefix << "\"";
+}
+
+// The message of the plainllama::Error that f throws; a test failure when it throws nothing or anything else.
+template <class F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << "not a plainllama::Error: " << e.what();
+        return "";
+    }
+    ADD_FAILURE() << "no error thrown";
+    return "";
+}
+
+std::string checkpoint_error(const fs::path& dir) {
+    return error_of([&] { Checkpoint c(dir); });
+}
+std::string model_error(const fs::path& dir) {
+    return error_of([&] { Model m(dir); });
+}
+
+std::string bytes_of(const TensorView& t) { return std::string(static_cast<const char*>(t.data), t.nbytes); }
+
+// A safetensors file from a literal header and data: 8-byte little-endian length, header, data.
+std::string raw_file(const std::string& header, const std::string& data, uint64_t header_len = ~uint64_t(0)) {
+    if (header_len == ~uint64_t(0)) header_len = header.size();
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((header_len >> (8 * i)) & 0xff);
+    return out + header + data;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+    TensorView v;
+    v.shape = s;
+    return v.shape_str();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The shared folders.
+
+struct SharedModel {
+    const char* folder;
+    DType dtype;
+};
+
+void PrintTo(const SharedModel& m, std::ostream* os) { *os << m.folder; }
+
+class SharedModelTest : public ::testing::TestWithParam<SharedModel> {};
+
+TEST_P(SharedModelTest, LoadsWithTableShapesAndFileBytes) {
+    const SharedModel p = GetParam();
+    const fs::path dir = model_dir(p.folder);
+    const Model model(dir);
+    const LlamaConfig& c = model.config();
+    EXPECT_EQ(c.hidden_size, 64);
+    EXPECT_EQ(c.num_hidden_layers, 5);
+    EXPECT_EQ(c.num_attention_heads, 8);
+    EXPECT_EQ(c.num_key_value_heads, 4);
+    EXPECT_EQ(c.head_dim, 8);
+    EXPECT_EQ(c.intermediate_size, 172);
+    EXPECT_EQ(c.vocab_size, 512);
+    EXPECT_EQ(c.max_position_embeddings, 512);
+    EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+    EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+    EXPECT_TRUE(c.tie_word_embeddings);
+
+    const Checkpoint& ckpt = model.checkpoint();
+    EXPECT_EQ(ckpt.tensors().size(), 47u);
+    EXPECT_EQ(ckpt.find("lm_head.weight"), nullptr);
+
+    // The same file read by the tests' own reader: names, dtypes and bytes must agree.
+    const std::vector<RawTensor> file = read_safetensors(dir / "model.safetensors");
+    ASSERT_EQ(file.size(), 47u);
+    size_t file_bytes = 0;
+    for (const RawTensor& r : file) {
+        SCOPED_TRACE(r.name);
+        const TensorView* t = ckpt.find(r.name);
+        ASSERT_NE(t, nullptr);
+        EXPECT_EQ(r.dtype, dtype_name(p.dtype));  // every tensor of these files, model.norm.weight too
+        EXPECT_EQ(t->dtype, p.dtype);
+        EXPECT_EQ(t->shape, r.shape);
+        EXPECT_EQ(t->nbytes, r.bytes.size());
+        EXPECT_EQ(bytes_of(*t), r.bytes);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(t->data) % dtype_size(t->dtype), 0u);
+        EXPECT_EQ(t->file, (dir / "model.safetensors").string());
+        file_bytes += r.bytes.size();
+    }
+    EXPECT_EQ(ckpt.total_bytes(), file_bytes);
+    // 259,200 parameters (the "260K").
+    EXPECT_EQ(file_bytes, 260032 * dtype_size(p.dtype));
+
+    const std::vector<TensorSpec> table = llama_tensor_table(c);
+    ASSERT_EQ(table.size(), 47u);
+    for (const TensorSpec& s : table) {
+        SCOPED_TRACE(s.name);
+        const TensorView* t = ckpt.find(s.name);
+        ASSERT_NE(t, nullptr);
+        EXPECT_EQ(t->shape, s.shape);
+    }
+    EXPECT_EQ(ckpt.find("model.layers.4.mlp.down_proj.weight")->shape, (std::vector<int64_t>{64, 172}));
+    EXPECT_EQ(ckpt.find("model.layers.0.self_attn.k_proj.weight")->shape, (std::vector<int64_t>{32, 64}));
+    EXPECT_EQ(ckpt.find("model.embed_tokens.weight")->shape, (std::vector<int64_t>{512, 64}));
+
+    // The bound weights point at the checkpoint's tensors; the tied LM head is the embedding.
+    const ModelWeights& w = model.weights();
+    ASSERT_EQ(w.layers.size(), 5u);
+    EXPECT_EQ(w.embed_tokens.data, ckpt.find("model.embed_tokens.weight")->data);
+    EXPECT_EQ(w.lm_head.data, w.embed_tokens.data);
+    EXPECT_EQ(w.norm.data, ckpt.find("model.norm.weight")->data);
+    EXPECT_EQ(w.norm.cols, 64);
+    EXPECT_EQ(w.layers[3].v_proj.data, ckpt.find("model.layers.3.self_attn.v_proj.weight")->data);
+    EXPECT_EQ(w.layers[3].v_proj.rows, 32);
+    EXPECT_EQ(w.layers[3].v_proj.cols, 64);
+    EXPECT_EQ(w.layers[4].down_proj.rows, 64);
+    EXPECT_EQ(w.layers[4].down_proj.cols, 172);
+    EXPECT_EQ(w.layers[2].gate_proj.dtype, p.dtype);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, SharedModelTest,
+                         ::testing::Values(SharedModel{"stories260K", DType::F32},
+                                           SharedModel{"stories260K-bf16", DType::BF16},
+                                           SharedModel{"stories260K-f16", DType::F16}),
+                         [](const auto& info) {
+                             std::string s = info.param.folder;
+                             for (char& ch : s)
+                                 if (ch == '-') ch = '_';
+                             return s;
+                         });
+
+// ---------------------------------------------------------------------------------------------------------
+// Sharded checkpoints.
+
+std::string shard_name(int i, int n) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", i + 1, n);
+    return buf;
+}
+
+// Splits stories260K's tensors over n shards in dir (config.json, the shards, model.safetensors.index.json);
+// returns the index.
+json make_sharded(const fs::path& dir, int n) {
+    fs::create_directories(dir);
+    fs::copy_file(model_dir() / "config.json", dir / "config.json");
+    const std::vector<RawTensor> all = read_safetensors(model_dir() / "model.safetensors");
+    json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) {
+        const size_t b = all.size() * size_t(i) / size_t(n), e = all.size() * size_t(i + 1) / size_t(n);
+        const std::vector<RawTensor> part(all.begin() + long(b), all.begin() + long(e));
+        write_safetensors(dir / shard_name(i, n), part);
+        for (const RawTensor& t : part) {
+            index["weight_map"][t.name] = shard_name(i, n);
+            total += t.bytes.size();
+        }
+    }
+    index["metadata"]["total_size"] = total;
+    test::write_file(dir / "model.safetensors.index.json", index.dump(2));
+    return index;
+}
+
+void write_index(const fs::path& dir, const json& index) {
+    test::write_file(dir / "model.safetensors.index.json", index.dump(2));
+}
+
+TEST(Sharded, LoadsByteIdentical) {
+    for (int n : {2, 3}) {
+        SCOPED_TRACE(n);
+        TempDir tmp;
+        const json index = make_sharded(tmp.path(), n);
+        const Checkpoint single(model_dir());
+        const Checkpoint sharded(tmp.path());
+        ASSERT_EQ(sharded.tensors().size(), 47u);
+        for (const auto& [name, t] : single.tensors()) {
+            SCOPED_TRACE(name);
+            const TensorView* s = sharded.find(name);
+            ASSERT_NE(s, nullptr);
+            EXPECT_EQ(s->dtype, t.dtype);
+            EXPECT_EQ(s->shape, t.shape);
+            EXPECT_EQ(bytes_of(*s), bytes_of(t));
+            EXPECT_EQ(s->file, (tmp / index["weight_map"][name].get<std::string>()).string());
+        }
+        EXPECT_EQ(sharded.total_bytes(), single.total_bytes());
+        // The whole model binds from the shards too.
+        const Model model(tmp.path());
+        EXPECT_EQ(model.weights().layers.size(), 5u);
+    }
+}
+
+TEST(Sharded, IndexPointsToMissingShard) {
+    TempDir tmp;
+    make_sharded(tmp.path(), 3);
+    fs::remove(tmp / shard_name(1, 3));
+    const std::string msg = checkpoint_error(tmp.path());
+    EXPECT_TRUE(HasSubstr(msg, "model.safetensors.index.json"));
+    EXPECT_TRUE(HasSubstr(msg, shard_name(1, 3)));
+    EXPECT_TRUE(HasSubstr(msg, "does not exist"));
+}
+
+TEST(Sharded, WeightMapNamesTensorAbsentFromShard) {
+    TempDir tmp;
+    json index = make_sharded(tmp.path(), 2);
+    index["weight_map"]["model.layers.7.mlp.up_proj.weight"] = shard_name(0, 2);
+    write_index(tmp.path(), index);
+    const std::string msg = checkpoint_error(tmp.path());
+    EXPECT_TRUE(HasSubstr(msg, "model.safetensors.index.json"));
+    EXPECT_TRUE(HasSubstr(msg, "'model.layers.7.mlp.up_proj.weight'"));
+    EXPECT_TRUE(HasSubstr(msg, shard_name(0, 2)));
+}
+
+TEST(Sharded, WeightMapPointsToWrongShard) {
+    TempDir tmp;
+    json index = make_sharded(tmp.path(), 2);
+    const std::string name = "model.embed_tokens.weight";  // in shard 1
+    ASSERT_EQ(index["weight_map"][name], shard_name(0, 2));
+    index["weight_map"][name] = shard_name(1, 2);
+    write_index(tmp.path(), index);
+    const std::string msg = checkpoint_error(tmp.path());
+    EXPECT_TRUE(HasSubstr(msg, "'" + name + "'"));
+    EXPECT_TRUE(HasSubstr(msg, shard_name(0, 2)));
+    EXPECT_TRUE(HasSubstr(msg, shard_name(1, 2)));
+}
+
+TEST(Sharded, TensorInTwoShards) {
+    TempDir tmp;
+    make_sharded(tmp.path(), 3);
+    // A copy of a shard-1 tensor appended to shard 3.
+    std::vector<RawTensor> first = read_safetensors(tmp / shard_name(0, 3));
+    std::vector<RawTensor> last = read_safetensors(tmp / shard_name(2, 3));
+    last.push_back(first.at(1));
+    write_safetensors(tmp / shard_name(2, 3), last);
+    const std::string msg = checkpoint_error(tmp.path());
+    EXPECT_TRUE(HasSubstr(msg, "'" + first.at(1).name + "'"));
+    EXPECT_TRUE(HasSubstr(msg, shard_name(2, 3)));
+    EXPECT_TRUE(HasSubstr(msg, shard_name(0, 3)));
+}
+
+TEST(Sharded, ShardTensorNotInWeightMap) {
+    TempDir tmp;
+    json index = make_sharded(tmp.path(), 2);
+    const std::string shard = index["weight_map"]["model.norm.weight"];
+    index["weight_map"].erase("model.norm.weight");
+    write_index(tmp.path(), index);
+    const std::string msg = checkpoint_error(tmp.path());
+    EXPECT_TRUE(StartsWith(msg, (tmp / shard).string()));
+    EXPECT_TRUE(HasSubstr(msg, "'model.norm.weight'"));
+    EXPECT_TRUE(HasSubstr(msg, "weight_map"));
+}
+
+TEST(Sharded, ShardNameOutsideFolder) {
+    for (const std::string& bad :
+         std::vector<std::string>{"../model.safetensors", "sub/x.safetensors", "/etc/passwd", "..", "", "a\0b"s}) {
+        SCOPED_TRACE(bad);
+        TempDir tmp;
+        json index = make_sharded(tmp.path(), 2);
+        index["weight_map"]["model.norm.weight"] = bad;
+        write_index(tmp.path(), index);
+        const std::string msg = checkpoint_error(tmp.path());
+        EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors.index.json").string()));
+        EXPECT_TRUE(HasSubstr(msg, "'model.norm.weight'"));
+        EXPECT_TRUE(HasSubstr(msg, "plain file name"));
+    }
+}
+
+TEST(Sharded, BadIndexFile) {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"{\"weight_map\": {", "invalid JSON"},
+        {"", "invalid JSON"},
+        {"[1, 2]", "object"},
+        {"{\"metadata\": {}}", "'weight_map'"},
+        {"{\"weight_map\": {}}", "'weight_map'"},
+        {"{\"weight_map\": [\"model.safetensors\"]}", "'weight_map'"},
+        {"{\"weight_map\": {\"model.norm.weight\": 42}}", "weight_map['model.norm.weight']"},
+    };
+    for (const auto& [text, expected] : cases) {
+        SCOPED_TRACE(text);
+        TempDir tmp;
+        make_sharded(tmp.path(), 2);
+        test::write_file(tmp / "model.safetensors.index.json", text);
+        const std::string msg = checkpoint_error(tmp.path());
+        EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors.index.json").string()));
+        EXPECT_TRUE(HasSubstr(msg, expected));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Unaligned tensor offsets: served from an aligned copy, same bytes.
+
+TEST(Unaligned, PaddedFilesLoadIdentical) {
+    for (const char* folder : {"stories260K", "stories260K-bf16"}) {
+        const std::vector<RawTensor> all = read_safetensors(model_dir(folder) / "model.safetensors");
+        for (size_t pad : {1, 2, 3}) {
+            SCOPED_TRACE(std::string(folder) + " pad " + std::to_string(pad));
+            TempDir tmp;
+            test::copy_model(model_dir(folder), tmp.path());
+            write_safetensors(tmp / "model.safetensors", all, pad);
+            const Model model(tmp.path());
+            const Checkpoint& ckpt = model.checkpoint();
+            ASSERT_EQ(ckpt.tensors().size(), all.size());
+            for (const RawTensor& r : all) {
+                SCOPED_TRACE(r.name);
+                const TensorView* t = ckpt.find(r.name);
+                ASSERT_NE(t, nullptr);
+                EXPECT_EQ(t->shape, r.shape);
+                EXPECT_EQ(bytes_of(*t), r.bytes);
+                EXPECT_EQ(reinterpret_cast<uintptr_t>(t->data) % dtype_size(t->dtype), 0u);
+            }
+        }
+    }
+}
+
+// parse_safetensors on a buffer: aligned tensors point into it (no copy), unaligned ones are copied.
+TEST(Unaligned, CopiesOnlyMisalignedTensors) {
+    const std::vector<RawTensor> all = read_safetensors(model_dir() / "model.safetensors");
+    for (size_t pad : {0, 1, 2}) {
+        SCOPED_TRACE(pad);
+        TempDir tmp;
+        write_safetensors(tmp / "m.safetensors", all, pad);
+        const std::string f = test::read_file(tmp / "m.safetensors");
+        std::vector<uint64_t> buf((f.size() + 7) / 8);  // 8-byte aligned, like a mapping
+        std::memcpy(buf.data(), f.data(), f.size());
+        const auto* base = reinterpret_cast<const uint8_t*>(buf.data());
+        uint64_t header_len = 0;
+        for (int i = 7; i >= 0; --i) header_len = header_len << 8 | base[i];
+        const json header = json::parse(f.substr(8, header_len));
+
+        const SafetensorsContents c = parse_safetensors(base, f.size(), "m.safetensors");
+        ASSERT_EQ(c.tensors.size(), all.size());
+        size_t misaligned = 0;
+        for (const TensorView& t : c.tensors) {
+            SCOPED_TRACE(t.name);
+            const uint64_t offset = 8 + header_len + header[t.name]["data_offsets"][0].get<uint64_t>();
+            const bool aligned = offset % dtype_size(t.dtype) == 0;
+            const auto* p = static_cast<const uint8_t*>(t.data);
+            const bool in_buffer = p >= base && p < base + f.size();
+            EXPECT_EQ(in_buffer, aligned);
+            if (aligned) {
+                EXPECT_EQ(p, base + offset);
+            }
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % dtype_size(t.dtype), 0u);
+            EXPECT_EQ(std::memcmp(p, base + offset, t.nbytes), 0);
+            misaligned += !aligned;
+        }
+        EXPECT_EQ(c.copies.size(), misaligned);
+        if (pad > 0) {
+            EXPECT_GT(misaligned, 0u);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Corrupt safetensors files, built by hand.
+
+const std::string kGoodHeader = R"({"a.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
+const std::string kData16(16, '\x01');
+
+TEST(Corrupt, HandBuiltGoodFileLoads) {  // the base the corrupt cases edit
+    TempDir tmp;
+    test::write_file(tmp / "model.safetensors", raw_file(kGoodHeader, kData16));
+    const Checkpoint c(tmp.path());
+    ASSERT_NE(c.find("a.weight"), nullptr);
+    EXPECT_EQ(c.find("a.weight")->shape, (std::vector<int64_t>{2, 2}));
+    EXPECT_EQ(bytes_of(*c.find("a.weight")), kData16);
+}
+
+struct CorruptCase {
+    std::string what;
+    std::string file;                   // the whole model.safetensors
+    std::vector<std::string> expected;  // substrings of the message, besides the file's path
+};
+
+std::string header_for(const std::string& dtype, const std::string& shape, const std::string& offsets) {
+    return R"({"a.weight":{"dtype":)" + dtype + R"(,"shape":)" + shape + R"(,"data_offsets":)" + offsets + "}}";
+}
+
+TEST(Corrupt, SafetensorsFilesRejectedWithFileAndTensor) {
+    const std::string a = "'a.weight'";
+    const std::vector<CorruptCase> cases = {
+        {"empty file", "", {"0 bytes"}},
+        {"3 bytes", "\x10\0\0"s, {"3 bytes"}},
+        {"7 bytes", std::string(7, '\0'), {"7 bytes"}},
+        {"header length past EOF", raw_file(kGoodHeader, kData16, 1000), {"header length 1000"}},
+        {"header length 2^64-1", raw_file(kGoodHeader, kData16, ~uint64_t(0) - 1), {"header length"}},
+        {"header cut", raw_file(kGoodHeader, "").substr(0, 30), {"header length"}},
+        {"invalid JSON", raw_file(R"({"a.weight":{"dtype":"F32",)", kData16), {"JSON"}},
+        {"zero-length header", raw_file("", kData16), {"JSON"}},
+        {"header is an array", raw_file("[1,2,3]", kData16), {"JSON object"}},
+        {"header is a string", raw_file("\"hello\"", kData16), {"JSON object"}},
+        {"entry not an object", raw_file(R"({"a.weight":5})", kData16), {a, "object"}},
+        {"dtype I8", raw_file(header_for("\"I8\"", "[2,2]", "[0,4]"), kData16), {a, "I8"}},
+        {"dtype F64", raw_file(header_for("\"F64\"", "[2,2]", "[0,32]"), kData16 + kData16), {a, "F64"}},
+        {"dtype lowercase", raw_file(header_for("\"f32\"", "[2,2]", "[0,16]"), kData16), {a, "f32"}},
+        {"dtype not a string", raw_file(header_for("32", "[2,2]", "[0,16]"), kData16), {a, "dtype"}},
+        {"shape/bytes mismatch", raw_file(header_for("\"F32\"", "[2,3]", "[0,16]"), kData16), {a, "[2, 3]", "16"}},
+        {"shape too small", raw_file(header_for("\"F16\"", "[2,2]", "[0,16]"), kData16), {a, "F16"}},
+        {"negative dim", raw_file(header_for("\"F32\"", "[-2,2]", "[0,16]"), kData16), {a, "[-2,2]"}},
+        {"negative dims product ok", raw_file(header_for("\"F32\"", "[-2,-2]", "[0,16]"), kData16), {a, "[-2,-2]"}},
+        {"float dim", raw_file(header_for("\"F32\"", "[2.0,2]", "[0,16]"), kData16), {a, "shape"}},
+        {"string dim", raw_file(header_for("\"F32\"", "[\"2\",2]", "[0,16]"), kData16), {a, "shape"}},
+        {"shape not an array", raw_file(header_for("\"F32\"", "\"2x2\"", "[0,16]"), kData16), {a, "shape"}},
+        {"shape missing", raw_file(R"({"a.weight":{"dtype":"F32","data_offsets":[0,16]}})", kData16), {a, "shape"}},
+        {"9 dims", raw_file(header_for("\"F32\"", "[1,1,1,1,1,1,1,1,4]", "[0,16]"), kData16), {a, "dimensions"}},
+        {"product overflows 2^80",
+         raw_file(header_for("\"F32\"", "[1099511627776,1099511627776]", "[0,16]"), kData16),
+         {a, "1099511627776"}},
+        {"product wraps to 0",  // 2^32 * 2^32 = 2^64 = 0 mod 2^64, matching empty offsets
+         raw_file(header_for("\"F32\"", "[4294967296,4294967296]", "[0,0]"), kData16),
+         {a, "4294967296"}},
+        {"bytes wrap to 4",  // (2^62 + 1) * 4 bytes = 4 mod 2^64, matching [0, 4]
+         raw_file(header_for("\"F32\"", "[4611686018427387905]", "[0,4]"), kData16),
+         {a, "4611686018427387905"}},
+        {"dim past int64 after a 0",
+         raw_file(header_for("\"F32\"", "[0,18446744073709551615]", "[0,0]"), kData16),
+         {a, "18446744073709551615"}},
+        {"end past the data", raw_file(header_for("\"F32\"", "[2,2]", "[0,32]"), kData16), {a, "[0, 32]"}},
+        {"begin past the data", raw_file(header_for("\"F32\"", "[0]", "[17,17]"), kData16), {a, "[17, 17]"}},
+        {"huge end",
+         raw_file(header_for("\"F32\"", "[2,2]", "[0,18446744073709551615]"), kData16),
+         {a, "data_offsets"}},
+        {"begin > end", raw_file(header_for("\"F32\"", "[2,2]", "[16,0]"), kData16), {a, "[16, 0]"}},
+        {"offsets one value", raw_file(header_for("\"F32\"", "[2,2]", "[16]"), kData16), {a, "data_offsets"}},
+        {"negative offset", raw_file(header_for("\"F32\"", "[1]", "[-4,0]"), kData16), {a, "data_offsets"}},
+        {"float offset", raw_file(header_for("\"F32\"", "[2,2]", "[0,16.0]"), kData16), {a, "data_offsets"}},
+        {"offsets a string", raw_file(header_for("\"F32\"", "[2,2]", "\"0-16\""), kData16), {a, "data_offsets"}},
+        {"offsets missing", raw_file(R"({"a.weight":{"dtype":"F32","shape":[2,2]}})", kData16), {a, "data_offsets"}},
+        {"overlapping tensors",
+         raw_file(R"({"a.weight":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                  R"("b.weight":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+                  kData16 + std::string(8, '\0')),
+         {a, "'b.weight'", "overlap"}},
+        {"same range twice",
+         raw_file(R"({"a.weight":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                  R"("b.weight":{"dtype":"F16","shape":[8],"data_offsets":[0,16]}})",
+                  kData16),
+         {a, "'b.weight'", "overlap"}},
+        {"control bytes in the name",  // shown escaped, the message stays on one line
+         raw_file(R"({"a\nb\u0000c":{"dtype":"I8","shape":[1],"data_offsets":[0,1]}})", kData16),
+         {"'a\\x0ab\\x00c'", "I8"}},
+    };
+    for (const CorruptCase& c : cases) {
+        SCOPED_TRACE(c.what);
+        TempDir tmp;
+        const fs::path file = tmp / "model.safetensors";
+        test::write_file(file, c.file);
+        const std::string msg = checkpoint_error(tmp.path());
+        EXPECT_TRUE(StartsWith(msg, file.string()));
+        for (const std::string& s : c.expected) EXPECT_TRUE(HasSubstr(msg, s));
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+}
+
+// Random byte changes and cuts of a small valid file: each parse succeeds with every tensor inside the
+// buffer, or throws Error; nothing else (run under PLAINLLAMA_SANITIZE for memory errors).
+TEST(Corrupt, RandomMutationsNeverCrash) {
+    TempDir tmp;
+    write_safetensors(tmp / "m.safetensors",
+                      {{"a", "F32", {2, 3}, std::string(24, '\x11')},
+                       {"b", "BF16", {5}, std::string(10, '\x22')},
+                       {"c", "F16", {1, 1, 2}, std::string(4, '\x33')}},
+                      1);
+    const std::string good = test::read_file(tmp / "m.safetensors");
+    ASSERT_EQ(parse_safetensors(reinterpret_cast<const uint8_t*>(good.data()), good.size(), "m").tensors.size(), 3u);
+    std::mt19937 rng(12345);
+    const char alphabet[] = "0123456789[]{},:\"-. eFBI\x00\xff";
+    int accepted = 0, rejected = 0;
+    for (int iter = 0; iter < 20000; ++iter) {
+        std::string f = good;
+        const int edits = 1 + int(rng() % 3);
+        for (int e = 0; e < edits; ++e) {
+            const size_t at = rng() % f.size();
+            if (rng() % 2)
+                f[at] = alphabet[rng() % (sizeof alphabet - 1)];
+            else
+                f[at] = char(rng());
+        }
+        if (rng() % 4 == 0) f.resize(rng() % (f.size() + 1));
+        std::vector<uint64_t> buf(f.size() / 8 + 1);
+        std::memcpy(buf.data(), f.data(), f.size());
+        const auto* base = reinterpret_cast<const uint8_t*>(buf.data());
+        try {
+            const SafetensorsContents c = parse_safetensors(base, f.size(), "m");
+            ++accepted;
+            for (const TensorView& t : c.tensors) {
+                const auto* p = static_cast<const uint8_t*>(t.data);
+                bool inside = p >= base && p + t.nbytes <= base + f.size();
+                for (const auto& copy : c.copies) inside = inside || p == copy.get();
+                ASSERT_TRUE(inside) << t.name;
+                ASSERT_EQ(uint64_t(t.numel()) * dtype_size(t.dtype), t.nbytes) << t.name;
+            }
+        } catch (const Error& e) {
+            ++rejected;
+            ASSERT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+        } catch (const std::exception& e) {
+            FAIL() << "not a plainllama::Error: " << e.what();
+        }
+    }
+    EXPECT_GT(accepted, 0);
+    EXPECT_GT(rejected, 0);
+}
+
+TEST(Corrupt, TruncatedInTheData) {
+    const std::vector<RawTensor> all = read_safetensors(model_dir() / "model.safetensors");
+    const std::string whole = test::read_file(model_dir() / "model.safetensors");
+    for (size_t cut : {size_t(1), size_t(4), all.back().bytes.size() / 2}) {
+        SCOPED_TRACE(cut);
+        TempDir tmp;
+        test::write_file(tmp / "model.safetensors", whole.substr(0, whole.size() - cut));
+        const std::string msg = checkpoint_error(tmp.path());
+        EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors").string()));
+        EXPECT_TRUE(HasSubstr(msg, "'" + all.back().name + "'"));  // the last tensor in the data
+        EXPECT_TRUE(HasSubstr(msg, "not within"));
+    }
+}
+
+TEST(Corrupt, DirectoryInsteadOfFile) {
+    TempDir tmp;
+    fs::create_directory(tmp / "model.safetensors");
+    const std::string msg = checkpoint_error(tmp.path());
+    EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors").string()));
+    EXPECT_TRUE(HasSubstr(msg, "not a regular file"));
+}
+
+TEST(Corrupt, FifoInsteadOfFile) {  // must not block waiting for a writer
+    TempDir tmp;
+    ASSERT_EQ(::mkfifo((tmp / "model.safetensors").c_str(), 0600), 0);
+    const std::string msg = checkpoint_error(tmp.path());
+    EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors").string()));
+    EXPECT_TRUE(HasSubstr(msg, "not a regular file"));
+}
+
+TEST(Corrupt, NoCheckpointInFolder) {
+    TempDir tmp;
+    fs::copy_file(model_dir() / "config.json", tmp / "config.json");
+    const std::string msg = checkpoint_error(tmp.path());
+    EXPECT_TRUE(StartsWith(msg, tmp.path().string()));
+    EXPECT_TRUE(HasSubstr(msg, "model.safetensors"));
+    EXPECT_TRUE(StartsWith(model_error(tmp / "no-such-folder"), (tmp / "no-such-folder").string()));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// A valid file whose tensors do not match the config.
+
+// A copy of stories260K in dir whose tensors were passed through edit.
+template <class F>
+void edited_copy(const fs::path& dir, F&& edit) {
+    test::copy_model(model_dir(), dir);
+    std::vector<RawTensor> all = read_safetensors(model_dir() / "model.safetensors");
+    edit(all);
+    write_safetensors(dir / "model.safetensors", all);
+}
+
+RawTensor* find_raw(std::vector<RawTensor>& v, const std::string& name) {
+    for (RawTensor& t : v)
+        if (t.name == name) return &t;
+    ADD_FAILURE() << "no tensor " << name;
+    return &v.front();
+}
+
+void set_config(const fs::path& dir, const std::string& key, const json& value) {
+    json c = test::read_json(dir / "config.json");
+    c[key] = value;
+    test::write_file(dir / "config.json", c.dump(2));
+}
+
+TEST(Bind, MissingTensor) {
+    TempDir tmp;
+    const std::string name = "model.layers.3.mlp.up_proj.weight";
+    edited_copy(tmp.path(), [&](std::vector<RawTensor>& v) { v.erase(v.begin() + (find_raw(v, name) - v.data())); });
+    const std::string msg = model_error(tmp.path());
+    EXPECT_TRUE(StartsWith(msg, tmp.path().string()));
+    EXPECT_TRUE(HasSubstr(msg, "'" + name + "' is missing"));
+    EXPECT_TRUE(HasSubstr(msg, "[172, 64]"));
+}
+
+TEST(Bind, WrongShapeInFile) {
+    TempDir tmp;
+    const std::string name = "model.layers.2.self_attn.q_proj.weight";
+    edited_copy(tmp.path(), [&](std::vector<RawTensor>& v) { find_raw(v, name)->shape = {32, 128}; });
+    const std::string msg = model_error(tmp.path());
+    EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors").string()));
+    EXPECT_TRUE(HasSubstr(msg, "'" + name + "'"));
+    EXPECT_TRUE(HasSubstr(msg, "expected [64, 64], got [32, 128]"));
+}
+
+TEST(Bind, WrongShapeVsConfig) {
+    TempDir tmp;
+    test::copy_model(model_dir(), tmp.path());
+    set_config(tmp.path(), "intermediate_size", 160);
+    const std::string msg = model_error(tmp.path());
+    EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors").string()));
+    EXPECT_TRUE(HasSubstr(msg, "'model.layers.0.mlp.gate_proj.weight'"));
+    EXPECT_TRUE(HasSubstr(msg, "expected [160, 64], got [172, 64]"));
+
+    set_config(tmp.path(), "intermediate_size", 172);
+    set_config(tmp.path(), "num_hidden_layers", 6);
+    EXPECT_TRUE(HasSubstr(model_error(tmp.path()), "'model.layers.5.input_layernorm.weight' is missing"));
+    set_config(tmp.path(), "num_hidden_layers", 4);  // layer 4's tensors are left over
+    EXPECT_TRUE(HasSubstr(model_error(tmp.path()), "unexpected tensor 'model.layers.4."));
+}
+
+TEST(Bind, UnexpectedExtraTensor) {
+    for (const std::string& extra : std::vector<std::string>{"model.layers.0.self_attn.q_proj.bias",
+                                                             "model.layers.5.input_layernorm.weight", "extra"}) {
+        SCOPED_TRACE(extra);
+        TempDir tmp;
+        edited_copy(tmp.path(), [&](std::vector<RawTensor>& v) {
+            v.push_back({extra, "F32", {64}, std::string(256, '\0')});
+        });
+        const std::string msg = model_error(tmp.path());
+        EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors").string()));
+        EXPECT_TRUE(HasSubstr(msg, "unexpected tensor '" + extra + "'"));
+    }
+}
+
+TEST(Bind, ControlBytesInUnexpectedName) {
+    TempDir tmp;
+    edited_copy(tmp.path(), [](std::vector<RawTensor>& v) { v.push_back({"bad\nname", "F32", {1}, "abcd"}); });
+    const std::string msg = model_error(tmp.path());
+    EXPECT_TRUE(HasSubstr(msg, "unexpected tensor 'bad\\x0aname'"));
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+TEST(Bind, RotaryInvFreqIgnored) {
+    TempDir tmp;
+    edited_copy(tmp.path(), [](std::vector<RawTensor>& v) {
+        v.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {4}, std::string(16, '\0')});
+    });
+    const Model model(tmp.path());
+    EXPECT_EQ(model.checkpoint().tensors().size(), 48u);
+}
+
+TEST(Bind, UntiedNeedsLmHead) {
+    TempDir tmp;
+    test::copy_model(model_dir(), tmp.path());
+    set_config(tmp.path(), "tie_word_embeddings", false);
+    const std::string msg = model_error(tmp.path());
+    EXPECT_TRUE(HasSubstr(msg, "'lm_head.weight' is missing"));
+    EXPECT_TRUE(HasSubstr(msg, "[512, 64]"));
+}
+
+TEST(Bind, UntiedBindsOwnLmHead) {
+    TempDir tmp;
+    edited_copy(tmp.path(), [](std::vector<RawTensor>& v) {
+        RawTensor head = *find_raw(v, "model.embed_tokens.weight");
+        head.name = "lm_head.weight";
+        for (char& ch : head.bytes) ch = char(ch ^ 0x5a);
+        v.push_back(head);
+    });
+    set_config(tmp.path(), "tie_word_embeddings", false);
+    const Model model(tmp.path());
+    const TensorView* head = model.checkpoint().find("lm_head.weight");
+    ASSERT_NE(head, nullptr);
+    EXPECT_EQ(model.weights().lm_head.data, head->data);
+    EXPECT_NE(model.weights().lm_head.data, model.weights().embed_tokens.data);
+    EXPECT_EQ(model.weights().lm_head.rows, 512);
+    EXPECT_EQ(llama_tensor_table(model.config()).size(), 48u);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// End to end: plainllama inspect.
+
+bool one_error_line(const std::string& err) {
+    return err.rfind("plainllama: error: ", 0) == 0 && err.find('\n') == err.size() - 1;
+}
+
+TEST(InspectCli, PrintsTensorTable) {
+    for (const char* folder : {"stories260K", "stories260K-bf16", "stories260K-f16"}) {
+        SCOPED_TRACE(folder);
+        const auto r = test::run_binary({"inspect", "-m", model_dir(folder).string()});
+        ASSERT_EQ(r.status, 0) << r.err;
+        EXPECT_EQ(r.err, "");
+        EXPECT_TRUE(HasSubstr(r.out, "\n47 tensors, 260032 parameters"));
+        const LlamaConfig c = load_config(model_dir(folder) / "config.json");
+        const std::string dtype = read_safetensors(model_dir(folder) / "model.safetensors").front().dtype;
+        for (const TensorSpec& s : llama_tensor_table(c)) {
+            // One row per tensor: name, dtype, shape.
+            const size_t at = r.out.find("\n" + s.name + " ");
+            ASSERT_NE(at, std::string::npos) << s.name;
+            const std::string row = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+            EXPECT_TRUE(HasSubstr(row, " " + dtype + " "));
+            EXPECT_TRUE(HasSubstr(row, shape_str(s.shape)));
+        }
+    }
+}
+
+TEST(InspectCli, JsonParses) {
+    for (const char* folder : {"stories260K", "stories260K-bf16", "stories260K-f16"}) {
+        SCOPED_TRACE(folder);
+        const auto r = test::run_binary({"inspect", "--json", "-m", model_dir(folder).string()});
+        ASSERT_EQ(r.status, 0) << r.err;
+        const json j = json::parse(r.out, nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << r.out;
+        EXPECT_EQ(j["n_tensors"], 47);
+        EXPECT_EQ(j["n_params"], 260032);
+        ASSERT_EQ(j["tensors"].size(), 47u);
+        EXPECT_EQ(j["tensors"][0]["name"], "model.embed_tokens.weight");
+        EXPECT_EQ(j["tensors"][0]["shape"], json::array({512, 64}));
+        EXPECT_EQ(j["tensors"][46]["name"], "model.norm.weight");
+        EXPECT_EQ(j["config"]["hidden_size"], 64);
+        EXPECT_EQ(j["config"]["num_key_value_heads"], 4);
+        EXPECT_EQ(j["config"]["tie_word_embeddings"], true);
+    }
+}
+
+TEST(InspectCli, CorruptFolderOneErrorLine) {
+    TempDir tmp;
+    const std::string whole = test::read_file(model_dir() / "model.safetensors");
+    struct Case {
+        const char* what;
+        std::function<void(const fs::path&)> corrupt;
+        std::string names;
+    };
+    const std::vector<Case> cases = {
+        {"truncated data",
+         [&](const fs::path& d) { test::write_file(d / "model.safetensors", whole.substr(0, whole.size() / 2)); },
+         "model.safetensors"},
+        {"5-byte file", [](const fs::path& d) { test::write_file(d / "model.safetensors", "abcde"); },
+         "model.safetensors"},
+        {"bad config", [](const fs::path& d) { test::write_file(d / "config.json", "{\"hidden_size\": 64"); },
+         "config.json"},
+        {"missing tensor",
+         [](const fs::path& d) {
+             auto v = read_safetensors(d / "model.safetensors");
+             v.pop_back();
+             write_safetensors(d / "model.safetensors", v);
+         },
+         "is missing"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        const fs::path dir = tmp / c.what;
+        test::copy_model(model_dir(), dir);
+        c.corrupt(dir);
+        for (bool as_json : {false, true}) {
+            std::vector<std::string> args = {"inspect", "-m", dir.string()};
+            if (as_json) args.push_back("--json");
+            const auto r = test::run_binary(args);
+            EXPECT_EQ(r.status, 1);
+            EXPECT_TRUE(one_error_line(r.err)) << r.err;
+            EXPECT_TRUE(HasSubstr(r.err, c.names));
+            EXPECT_EQ(r.out, "");
+        }
+    }
+}
+
+TEST(InspectCli, MissingFolder) {
+    TempDir tmp;
+    const auto r = test::run_binary({"inspect", "-m", (tmp / "nope").string()});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(one_error_line(r.err)) << r.err;
+    EXPECT_TRUE(HasSubstr(r.err, (tmp / "nope").string()));
+    EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
+}  // namespace plainllama
