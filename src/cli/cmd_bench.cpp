@@ -1,10 +1,228 @@
+// plainllama bench: prompt-processing and generation speed (llama-bench's pp/tg), with effective GB/s
+// for generation against the machine's read bandwidth measured in the same run.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
 #include "commands.h"
+#include "common.h"
+#include "plainllama/error.h"
+#include "plainllama/membw.h"
+#include "plainllama/sysinfo.h"
 
 namespace plainllama::cli {
 
+namespace {
+
+struct Stats {
+    double mean = 0, stdev = 0;  // stdev: sample (n - 1), 0 for one run
+};
+
+Stats stats(const std::vector<double>& v) {
+    Stats s;
+    for (double x : v) s.mean += x;
+    s.mean /= double(v.size());
+    if (v.size() > 1) {
+        double ss = 0;
+        for (double x : v) ss += (x - s.mean) * (x - s.mean);
+        s.stdev = std::sqrt(ss / double(v.size() - 1));
+    }
+    return s;
+}
+
+std::string format(const char* fmt, double a, double b = 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, a, b);
+    return buf;
+}
+
+// llama-bench's spellings: "260.10 K", "1.10 B"; "0.99 MiB", "2.05 GiB".
+std::string params_str(double n) {
+    if (n >= 1e9) return format("%.2f B", n / 1e9);
+    if (n >= 1e6) return format("%.2f M", n / 1e6);
+    if (n >= 1e3) return format("%.2f K", n / 1e3);
+    return format("%.0f", n);
+}
+std::string size_str(double bytes) {
+    if (bytes >= double(1 << 30)) return format("%.2f GiB", bytes / double(1 << 30));
+    return format("%.2f MiB", bytes / double(1 << 20));
+}
+
+// The storage type of the projection weights: one dtype name, or "mixed".
+std::string projection_dtype(const ModelWeights& w) {
+    const DType d = w.layers.at(0).q_proj.dtype;
+    for (const LayerWeights& l : w.layers)
+        for (const Weight* p : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
+            if (p->dtype != d) return "mixed";
+    return dtype_name(d);
+}
+
+// The folder's name, with or without a trailing slash.
+std::string model_name(const std::string& dir) {
+    std::filesystem::path p(dir);
+    if (p.filename().empty()) p = p.parent_path();
+    return p.filename().empty() ? dir : p.filename().string();
+}
+
+// A markdown table with each column as wide as its widest cell; numeric columns right-aligned.
+void print_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
+    std::vector<size_t> w(rows[0].size(), 0);
+    auto width = [](const std::string& s) {  // code points, so "±" counts once
+        size_t n = 0;
+        for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+        return n;
+    };
+    for (const auto& r : rows)
+        for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], width(r[i]));
+    auto line = [&](const std::vector<std::string>& r) {
+        std::string s = "|";
+        for (size_t i = 0; i < r.size(); ++i) {
+            const std::string pad(w[i] - width(r[i]), ' ');
+            s += " " + (right[i] ? pad + r[i] : r[i] + pad) + " |";
+        }
+        std::printf("%s\n", s.c_str());
+    };
+    line(rows[0]);
+    std::string sep = "|";
+    for (size_t i = 0; i < w.size(); ++i)
+        sep += " " + (right[i] ? std::string(w[i] - 1, '-') + ":" : std::string(w[i], '-')) + " |";
+    std::printf("%s\n", sep.c_str());
+    for (size_t i = 1; i < rows.size(); ++i) line(rows[i]);
+}
+
+}  // namespace
+
 Run add_bench(CLI::App& app) {
-    app.add_subcommand("bench", "(not yet implemented)");
-    return [] { return 1; };
+    auto* cmd = app.add_subcommand("bench", "Prompt-processing and generation speed (llama-bench's pp/tg), GB/s");
+    struct Opts {
+        ModelOpts m;
+        int64_t n_prompt = 128, n_gen = 32;
+        int runs = 5;
+        bool json = false;
+    };
+    auto o = std::make_shared<Opts>();
+    add_model_options(cmd, o->m);
+    cmd->get_option("-c")->description("Context size in tokens (default: -p + -n)");
+    cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp run (random ids)")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 24))
+        ->capture_default_str();
+    cmd->add_option("-n,--n-gen", o->n_gen, "Tokens generated one at a time per tg run, after the prompt")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 24))
+        ->capture_default_str();
+    cmd->add_option("-r,--repetitions", o->runs, "Runs of each test (mean ± stdev over them)")
+        ->check(CLI::Range(1, 1 << 20))
+        ->capture_default_str();
+    cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
+    cmd->footer(
+        "Each run: reset, pp = one eval of -p random token ids, then tg = -n single-token evals (argmax fed\n"
+        "back; only the evals are timed). One warm-up first. tg GB/s = (weight bytes + KV cache bytes read)\n"
+        "per token / time per token, against a streaming-read test of this machine run afterwards.");
+    return [o] {
+        const int64_t P = o->n_prompt, N = o->n_gen;
+        Loaded l = load(o->m);
+        const LlamaConfig& c = l.model->config();
+        const bool quiet = o->m.quiet;
+        if (P + N > c.max_position_embeddings)
+            throw UsageError("-p " + std::to_string(P) + " + -n " + std::to_string(N) + " tokens exceed the model's " +
+                             "context of " + std::to_string(c.max_position_embeddings) + " (max_position_embeddings)");
+        if (o->m.ctx_size > 0 && o->m.ctx_size < P + N)
+            throw UsageError("-c " + std::to_string(o->m.ctx_size) + " is smaller than -p + -n = " +
+                             std::to_string(P + N));
+        const int64_t n_ctx = o->m.ctx_size > 0 ? o->m.ctx_size : std::max<int64_t>(P + N, 1);
+        Context ctx(*l.model, ContextParams{n_ctx, 512});
+        const int threads = omp_get_max_threads();
+        if (!quiet)
+            std::fprintf(stderr, "loaded %s in %.2f s; threads %d, n_ctx %lld\n", o->m.model.c_str(), l.load_seconds,
+                         threads, (long long)n_ctx);
+
+        std::mt19937 rng(1234);
+        std::uniform_int_distribution<int32_t> id(0, int32_t(c.vocab_size - 1));
+        auto argmax = [&](const float* logits) {
+            return int32_t(std::max_element(logits, logits + c.vocab_size) - logits);
+        };
+        // One run: pp seconds for the prompt, tg seconds summed over the single-token evals only.
+        auto run = [&](int64_t p, int64_t n, double* pp_secs, double* tg_secs) {
+            std::vector<int32_t> prompt(static_cast<size_t>(p));  // [p]
+            for (int32_t& t : prompt) t = id(rng);
+            ctx.reset();
+            double t0 = now_seconds();
+            int32_t tok = argmax(ctx.eval(prompt, /*all_logits=*/false));
+            *pp_secs = now_seconds() - t0;
+            *tg_secs = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                t0 = now_seconds();
+                const float* logits = ctx.eval(&tok, 1);
+                *tg_secs += now_seconds() - t0;
+                tok = argmax(logits);
+            }
+        };
+        double pp_s, tg_s;
+        run(std::min<int64_t>(P, 16), std::min<int64_t>(N, 4), &pp_s, &tg_s);  // warm-up
+        std::vector<double> pp_tps, tg_tps;
+        for (int r = 0; r < o->runs; ++r) {
+            run(P, N, &pp_s, &tg_s);
+            pp_tps.push_back(double(P) / pp_s);
+            tg_tps.push_back(double(N) / tg_s);
+            if (!quiet)
+                std::fprintf(stderr, "run %d/%d: pp%lld %.2f t/s, tg%lld %.2f t/s\n", r + 1, o->runs, (long long)P,
+                             pp_tps.back(), (long long)N, tg_tps.back());
+        }
+        const size_t rss = resident_set_bytes();
+        const Stats pp = stats(pp_tps), tg = stats(tg_tps);
+
+        // Bytes a generated token reads: every weight once, plus K and V (f32) of the positions it attends
+        // to, p + 1 .. p + n, on average p + (n + 1) / 2 per layer and KV head.
+        const double weight_bytes = double(l.model->weight_bytes());
+        const double kv_per_pos = double(c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim) * sizeof(float);
+        const double bytes_per_token = weight_bytes + kv_per_pos * (double(P) + double(N + 1) / 2.0);
+        const double tg_gbs = bytes_per_token * tg.mean / 1e9;
+
+        const size_t bw_bytes = default_bandwidth_test_bytes();
+        if (!quiet) std::fprintf(stderr, "measuring read bandwidth over %zu MiB\n", bw_bytes >> 20);
+        const double bw = measure_read_bandwidth_gbs(bw_bytes, 5);
+
+        double params = 0;
+        for (const TensorSpec& s : llama_tensor_table(c)) {
+            double e = 1;
+            for (int64_t d : s.shape) e *= double(d);
+            params += e;
+        }
+        const std::string dtype = projection_dtype(l.model->weights());
+        const std::string cpu = cpu_model_name(), flags = cpu_simd_flags();
+        if (o->json) {
+            nlohmann::json j = {{"model", o->m.model},
+                                {"dtype", dtype},
+                                {"params", int64_t(params)},
+                                {"threads", threads},
+                                {"runs", o->runs},
+                                {"cpu", cpu},
+                                {"weight_bytes", l.model->weight_bytes()},
+                                {"rss_bytes", rss},
+                                {"bandwidth_gb_s", bw},
+                                {"pp", {{"n", P}, {"tok_s", pp.mean}, {"stdev", pp.stdev}}},
+                                {"tg", {{"n", N}, {"tok_s", tg.mean}, {"stdev", tg.stdev}, {"gb_s", tg_gbs}}}};
+            std::printf("%s\n", j.dump().c_str());
+            return 0;
+        }
+        const std::string name = model_name(o->m.model), th = std::to_string(threads);
+        print_table({{"model", "dtype", "params", "size", "threads", "test", "t/s"},
+                     {name, dtype, params_str(params), size_str(weight_bytes), th, "pp" + std::to_string(P),
+                      format("%.2f ± %.2f", pp.mean, pp.stdev)},
+                     {name, dtype, params_str(params), size_str(weight_bytes), th, "tg" + std::to_string(N),
+                      format("%.2f ± %.2f", tg.mean, tg.stdev)}},
+                    {false, false, true, true, true, true, true});
+        const bool in_cache = bytes_per_token < double(last_level_cache_bytes());
+        std::printf("\ntg: %.1f GB/s effective of %.1f GB/s measured read bandwidth (%.0f%% of roofline)%s\n", tg_gbs,
+                    bw, bw > 0 ? 100.0 * tg_gbs / bw : 0.0, in_cache ? "; the model fits in the last-level cache" : "");
+        std::printf("rss: %.1f MiB (weights %.1f MiB, KV cache %.1f MiB)\n", double(rss) / double(1 << 20),
+                    weight_bytes / double(1 << 20), double(ctx.kv_bytes()) / double(1 << 20));
+        std::printf("cpu: %s%s%s\n", cpu.empty() ? "unknown" : cpu.c_str(), flags.empty() ? "" : ", ", flags.c_str());
+        return 0;
+    };
 }
 
 }  // namespace plainllama::cli

@@ -1,0 +1,243 @@
+// `plainllama bench` end to end through the binary, and the bandwidth test and system facts behind it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#include "plainllama/dtype.h"
+#include "plainllama/error.h"
+#include "plainllama/membw.h"
+#include "plainllama/sysinfo.h"
+#include "test_util.h"
+
+namespace plainllama {
+namespace {
+
+using test::model_dir;
+using test::run_binary;
+
+size_t file_tensor_bytes(const test::fs::path& dir) {
+    size_t n = 0;
+    for (const auto& t : test::read_safetensors(dir / "model.safetensors")) n += t.bytes.size();
+    return n;
+}
+
+nlohmann::json bench_json(const test::fs::path& dir, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"bench", "-m", dir.string(), "-p", "8", "-n", "4", "-r", "2", "--json", "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_binary(args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    return nlohmann::json::parse(r.out);
+}
+
+TEST(BenchCli, JsonHasEveryKeyWithSaneValues) {
+    const auto j = bench_json(model_dir(), {"-t", "1"});
+    for (const char* k : {"model", "dtype", "threads", "weight_bytes", "rss_bytes", "bandwidth_gb_s", "pp", "tg"})
+        ASSERT_TRUE(j.contains(k)) << k << " in " << j.dump();
+    for (const char* k : {"n", "tok_s", "stdev"}) {
+        ASSERT_TRUE(j["pp"].contains(k)) << k;
+        ASSERT_TRUE(j["tg"].contains(k)) << k;
+    }
+    ASSERT_TRUE(j["tg"].contains("gb_s"));
+    EXPECT_EQ(j["model"], model_dir().string());
+    EXPECT_EQ(j["dtype"], "F32");
+    EXPECT_EQ(j["threads"], 1);
+    EXPECT_EQ(j["pp"]["n"], 8);
+    EXPECT_EQ(j["tg"]["n"], 4);
+    const size_t weight_bytes = j["weight_bytes"].get<size_t>();
+    EXPECT_EQ(weight_bytes, file_tensor_bytes(model_dir()));
+    EXPECT_GT(j["rss_bytes"].get<size_t>(), weight_bytes);
+    for (const char* t : {"pp", "tg"}) {
+        EXPECT_GT(j[t]["tok_s"].get<double>(), 0) << t;
+        EXPECT_GE(j[t]["stdev"].get<double>(), 0) << t;
+        EXPECT_TRUE(std::isfinite(j[t]["tok_s"].get<double>())) << t;
+    }
+    // gb_s is bytes per token times tokens per second: at least the weights, at most weights + the whole cache.
+    const double tg_tok_s = j["tg"]["tok_s"].get<double>(), gb_s = j["tg"]["gb_s"].get<double>();
+    const double kv_per_pos = 5 * 2 * 4 * 8 * 4;  // layers * (K, V) * kv heads * head_dim * f32
+    EXPECT_GT(gb_s * 1e9 / tg_tok_s, double(weight_bytes));
+    EXPECT_LT(gb_s * 1e9 / tg_tok_s, double(weight_bytes) + kv_per_pos * 12);
+    const double bw = j["bandwidth_gb_s"].get<double>();
+    EXPECT_GT(bw, 0);
+    EXPECT_TRUE(std::isfinite(bw));
+}
+
+TEST(BenchCli, DtypeOfEachSharedModel) {
+    EXPECT_EQ(bench_json(model_dir("stories260K-f16"))["dtype"], "F16");
+    const auto j = bench_json(model_dir("stories260K-bf16"));
+    EXPECT_EQ(j["dtype"], "BF16");
+    EXPECT_EQ(j["weight_bytes"].get<size_t>(), file_tensor_bytes(model_dir("stories260K-bf16")));
+}
+
+// One projection stored in F16, the rest F32: "mixed", and weight_bytes follows the file.
+TEST(BenchCli, MixedProjectionDtypes) {
+    test::TempDir tmp;
+    const auto dir = tmp / "m";
+    test::copy_model(model_dir(), dir);
+    auto tensors = test::read_safetensors(model_dir() / "model.safetensors");
+    bool converted = false;
+    for (auto& t : tensors) {
+        if (t.name != "model.layers.2.mlp.up_proj.weight") continue;
+        ASSERT_EQ(t.dtype, "F32");
+        std::string half(t.bytes.size() / 2, '\0');
+        for (size_t i = 0; i < t.bytes.size() / 4; ++i) {
+            float f;
+            std::memcpy(&f, &t.bytes[i * 4], 4);
+            const uint16_t h = f32_to_f16(f);
+            std::memcpy(&half[i * 2], &h, 2);
+        }
+        t.dtype = "F16";
+        t.bytes = half;
+        converted = true;
+    }
+    ASSERT_TRUE(converted);
+    test::write_safetensors(dir / "model.safetensors", tensors);
+    const auto j = bench_json(dir);
+    EXPECT_EQ(j["dtype"], "mixed");
+    EXPECT_EQ(j["weight_bytes"].get<size_t>(), file_tensor_bytes(dir));
+    EXPECT_LT(j["weight_bytes"].get<size_t>(), file_tensor_bytes(model_dir()));
+}
+
+TEST(BenchCli, TableHasPpAndTgRows) {
+    const auto r = run_binary({"bench", "-m", model_dir().string(), "-p", "16", "-n", "5", "-r", "2", "-t", "1"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::istringstream in(r.out);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    ASSERT_GE(lines.size(), 6u) << r.out;
+    // | stories260K | F32 | 260.03 K | 0.99 MiB | 1 | pp16 | 123.45 ± 6.78 |
+    auto cells = [](const std::string& l) {
+        std::vector<std::string> c;
+        std::istringstream s(l.substr(1));
+        for (std::string cell; std::getline(s, cell, '|');) {
+            const size_t b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
+            c.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+        }
+        return c;
+    };
+    EXPECT_EQ(cells(lines[0]), (std::vector<std::string>{"model", "dtype", "params", "size", "threads", "test", "t/s"}))
+        << lines[0];
+    EXPECT_EQ(lines[1].rfind("| ---", 0), 0u) << lines[1];
+    const auto pp = cells(lines[2]), tg = cells(lines[3]);
+    ASSERT_EQ(pp.size(), 7u) << lines[2];
+    ASSERT_EQ(tg.size(), 7u) << lines[3];
+    EXPECT_EQ(pp[0], "stories260K");
+    EXPECT_EQ(pp[1], "F32");
+    EXPECT_EQ(pp[4], "1");
+    EXPECT_EQ(pp[5], "pp16");
+    EXPECT_EQ(tg[5], "tg5");
+    for (const auto& row : {pp, tg}) {
+        const size_t pm = row[6].find(" ± ");
+        ASSERT_NE(pm, std::string::npos) << row[6];
+        EXPECT_GT(std::stod(row[6].substr(0, pm)), 0) << row[6];
+        EXPECT_GE(std::stod(row[6].substr(pm + std::strlen(" ± "))), 0) << row[6];
+    }
+    bool gbs = false, rss = false;
+    for (const auto& l : lines) {
+        gbs |= l.rfind("tg: ", 0) == 0 && l.find(" GB/s effective of ") != std::string::npos &&
+               l.find(" GB/s measured read bandwidth (") != std::string::npos &&
+               l.find("% of roofline)") != std::string::npos;
+        rss |= l.rfind("rss: ", 0) == 0 && l.find(" MiB") != std::string::npos;
+    }
+    EXPECT_TRUE(gbs) << r.out;
+    EXPECT_TRUE(rss) << r.out;
+    EXPECT_NE(r.err.find("run 2/2"), std::string::npos) << "progress goes to stderr";
+}
+
+// Invalid input: one line on stderr, exit 2 for usage, 1 for runtime; nothing on stdout.
+TEST(BenchCli, InvalidFlags) {
+    const std::string m = model_dir().string();
+    const std::vector<std::pair<std::vector<std::string>, int>> cases = {
+        {{"bench", "-m", m, "-p", "0"}, 2},
+        {{"bench", "-m", m, "-p", "-3"}, 2},
+        {{"bench", "-m", m, "-n", "0"}, 2},
+        {{"bench", "-m", m, "-r", "0"}, 2},
+        {{"bench", "-m", m, "-r", "x"}, 2},
+        {{"bench", "-m", m, "-t", "0"}, 2},
+        {{"bench", "-m", m, "-p", "500", "-n", "100"}, 2},  // beyond max_position_embeddings 512
+        {{"bench", "-m", m, "-p", "10", "-n", "10", "-c", "19"}, 2},
+        {{"bench", "-m", m, "--bogus"}, 2},
+        {{"bench", "-m", "/nonexistent/model", "-p", "4", "-n", "2", "-r", "1"}, 1},
+    };
+    for (const auto& [args, status] : cases) {
+        std::string joined;
+        for (const auto& a : args) joined += a + " ";
+        const auto r = run_binary(args);
+        EXPECT_EQ(r.status, status) << joined << "\n" << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << "\n" << r.err;
+        EXPECT_EQ(r.err.rfind("plainllama: error: ", 0), 0u) << joined << "\n" << r.err;
+        EXPECT_EQ(r.out, "") << joined;
+    }
+}
+
+TEST(MemBandwidth, SmallBufferGivesFinitePositive) {
+    for (size_t bytes : {size_t(4096), size_t(1) << 20, (size_t(1) << 20) + 100}) {
+        const double gbs = measure_read_bandwidth_gbs(bytes, 2);
+        EXPECT_TRUE(std::isfinite(gbs)) << bytes;
+        EXPECT_GT(gbs, 0) << bytes;
+    }
+}
+
+TEST(MemBandwidth, RejectsBadArguments) {
+    EXPECT_THROW(measure_read_bandwidth_gbs(100, 1), Error);
+    EXPECT_THROW(measure_read_bandwidth_gbs(1 << 20, 0), Error);
+}
+
+TEST(MemBandwidth, DefaultSizeIsBeyondTheCache) {
+    const size_t b = default_bandwidth_test_bytes(), llc = last_level_cache_bytes();
+    EXPECT_GE(b, size_t(256) << 20);
+    EXPECT_LE(b, size_t(4) << 30);
+    if (llc > 0 && 8 * llc <= (size_t(4) << 30)) {
+        EXPECT_GE(b, 8 * llc);
+    }
+}
+
+TEST(SysInfo, ParseCacheSize) {
+    EXPECT_EQ(parse_cache_size("32768K"), size_t(32) << 20);
+    EXPECT_EQ(parse_cache_size("2M"), size_t(2) << 20);
+    EXPECT_EQ(parse_cache_size("1G"), size_t(1) << 30);
+    EXPECT_EQ(parse_cache_size("512"), 512u);
+    EXPECT_EQ(parse_cache_size(""), 0u);
+    EXPECT_EQ(parse_cache_size("K"), 0u);
+    EXPECT_EQ(parse_cache_size("12X"), 0u);
+    EXPECT_EQ(parse_cache_size("99999999999999999999999K"), 0u);
+}
+
+// The last-level cache is at least as large as any one cache cpu0 reports.
+TEST(SysInfo, LastLevelCacheCoversCpu0Caches) {
+    const test::fs::path dir = "/sys/devices/system/cpu/cpu0/cache";
+    if (!test::fs::exists(dir)) GTEST_SKIP() << "no " << dir;
+    size_t largest = 0;
+    for (const auto& idx : test::fs::directory_iterator(dir)) {
+        if (idx.path().filename().string().rfind("index", 0) != 0) continue;
+        std::string size = test::read_file(idx.path() / "size");
+        while (!size.empty() && std::isspace(static_cast<unsigned char>(size.back()))) size.pop_back();
+        largest = std::max(largest, parse_cache_size(size));
+    }
+    EXPECT_GT(largest, 0u);
+    EXPECT_GE(last_level_cache_bytes(), largest);
+}
+
+TEST(SysInfo, ResidentSetGrowsWhenMemoryIsTouched) {
+    const size_t before = resident_set_bytes();
+    EXPECT_GT(before, 0u);
+    std::vector<char> big(size_t(64) << 20);
+    for (size_t i = 0; i < big.size(); i += 4096) big[i] = char(i);
+    const size_t after = resident_set_bytes();
+    EXPECT_GE(after, before + (size_t(56) << 20)) << before << " -> " << after;
+    EXPECT_EQ(big[4096], char(4096));
+}
+
+TEST(SysInfo, CpuModelAndFlags) {
+    if (!test::fs::exists("/proc/cpuinfo")) GTEST_SKIP();
+    EXPECT_FALSE(cpu_model_name().empty());
+#if defined(__AVX2__)
+    EXPECT_NE((" " + cpu_simd_flags() + " ").find(" avx2 "), std::string::npos) << cpu_simd_flags();
+#endif
+}
+
+}  // namespace
+}  // namespace plainllama
