@@ -1,0 +1,80 @@
+// Micro-benchmarks of the hot kernels (Google Benchmark): matmul as decode (T = 1, memory-bound matvec) and as
+// prefill (T = 128, GEMM) on LLaMA-7B-like shapes for every weight type, and rmsnorm.
+//   bytes_per_second = weight bytes read per call (the honest figure for the memory-bound T = 1 case)
+//   FLOP/s           = 2 T N K per call;  items_per_second = tokens
+// Run e.g.: plainllama_microbench --benchmark_min_time=0.05 --benchmark_filter=matmul
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "plainllama/dtype.h"
+#include "plainllama/kernels.h"
+
+namespace plainllama {
+namespace {
+
+// Random weights [n] of type t in [-1, 1).
+std::vector<uint8_t> random_weights(DType t, size_t n) {
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    std::vector<uint8_t> b(n * dtype_size(t));
+    for (size_t i = 0; i < n; ++i) {
+        const float f = d(rng);
+        if (t == DType::F32) {
+            std::memcpy(&b[i * 4], &f, 4);
+        } else {
+            const uint16_t h = t == DType::F16 ? f32_to_f16(f) : f32_to_bf16(f);
+            std::memcpy(&b[i * 2], &h, 2);
+        }
+    }
+    return b;
+}
+
+// Args: dtype (0 F32, 1 F16, 2 BF16), T, N; K = 2048.
+void BM_matmul(benchmark::State& state) {
+    const DType t = state.range(0) == 0 ? DType::F32 : state.range(0) == 1 ? DType::F16 : DType::BF16;
+    const int64_t T = state.range(1), N = state.range(2), K = 2048;
+    const auto W = random_weights(t, size_t(N * K));     // [N, K]
+    std::vector<float> x(size_t(T * K), 0.5f);           // [T, K]
+    std::vector<float> out(size_t(T * N));               // [T, N]
+    matmul(out.data(), x.data(), W.data(), t, T, N, K);  // warm-up
+    for (auto _ : state) {
+        matmul(out.data(), x.data(), W.data(), t, T, N, K);
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(W.size()));
+    state.SetItemsProcessed(int64_t(state.iterations()) * T);
+    state.counters["FLOP/s"] =
+        benchmark::Counter(2.0 * double(T) * double(N) * double(K), benchmark::Counter::kIsIterationInvariantRate);
+    state.SetLabel(std::string(dtype_name(t)) + " [" + std::to_string(N) + " x " + std::to_string(K) +
+                   "] T=" + std::to_string(T));
+}
+BENCHMARK(BM_matmul)
+    ->ArgNames({"dtype", "T", "N"})
+    ->ArgsProduct({{0, 1, 2}, {1, 128}, {2048, 5632}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// rmsnorm on x: [512, 4096] f32; bytes = x read + y written + w read.
+void BM_rmsnorm(benchmark::State& state) {
+    const int64_t rows = 512, n = 4096;
+    std::vector<float> x(size_t(rows * n)), y(size_t(rows * n)), w(size_t(n), 1.0f);
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+    for (float& v : x) v = d(rng);
+    rmsnorm(y.data(), x.data(), DType::F32, w.data(), DType::F32, rows, n, 1e-5f);  // warm-up
+    for (auto _ : state) {
+        rmsnorm(y.data(), x.data(), DType::F32, w.data(), DType::F32, rows, n, 1e-5f);
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t((2 * rows * n + n) * sizeof(float)));
+    state.SetItemsProcessed(int64_t(state.iterations()) * rows);
+}
+BENCHMARK(BM_rmsnorm)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+}  // namespace plainllama

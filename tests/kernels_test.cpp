@@ -1,0 +1,413 @@
+// The compute kernels against scalar references written here: matmul (matvec and GEMM paths, every weight
+// type, odd shapes, 1 and 2 threads), softmax, silu_mul, the storage conversions and their rounding.
+#include "plainllama/kernels.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "plainllama/dtype.h"
+
+namespace plainllama {
+namespace {
+
+constexpr double kU = 0x1p-24;  // unit roundoff of f32
+
+// ---- 16-bit storage decoded independently of the library -----------------------------------------
+
+double decode_f16(uint16_t h) {
+    const int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v;
+    if (e == 0)
+        v = std::ldexp(double(m), -24);
+    else if (e == 31)
+        v = m ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
+    else
+        v = std::ldexp(double(1024 + m), e - 25);
+    return s ? -v : v;
+}
+
+double decode_bf16(uint16_t h) {
+    const int s = h >> 15, e = (h >> 7) & 0xff, m = h & 0x7f;
+    double v;
+    if (e == 0)
+        v = std::ldexp(double(m), -133);
+    else if (e == 255)
+        v = m ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
+    else
+        v = std::ldexp(double(128 + m), e - 134);
+    return s ? -v : v;
+}
+
+double decode(DType t, const void* p, size_t i) {
+    if (t == DType::F32) return double(static_cast<const float*>(p)[i]);
+    const uint16_t h = static_cast<const uint16_t*>(p)[i];
+    return t == DType::F16 ? decode_f16(h) : decode_bf16(h);
+}
+
+class Threads {
+   public:
+    explicit Threads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+    ~Threads() { omp_set_num_threads(saved_); }
+
+   private:
+    int saved_;
+};
+
+// Random weights [n] of type t: random sign, exponent in [-6, 0], random significand (all exactly stored).
+std::vector<uint8_t> random_weights(DType t, size_t n, std::mt19937& rng) {
+    std::vector<uint8_t> b(n * dtype_size(t));
+    std::uniform_int_distribution<int> exp(-6, 0), sign(0, 1);
+    std::uniform_int_distribution<uint32_t> mant(0, 0x7fffffu);
+    for (size_t i = 0; i < n; ++i) {
+        const int s = sign(rng), e = exp(rng);
+        const uint32_t m = mant(rng);
+        if (t == DType::F32) {
+            const float f = std::ldexp(float(0x800000u | m), e - 23) * (s ? -1.0f : 1.0f);
+            std::memcpy(&b[i * 4], &f, 4);
+        } else {
+            const uint16_t h = t == DType::F16 ? uint16_t(s << 15 | (e + 15) << 10 | (m & 0x3ff))
+                                               : uint16_t(s << 15 | (e + 127) << 7 | (m & 0x7f));
+            std::memcpy(&b[i * 2], &h, 2);
+        }
+    }
+    return b;
+}
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+}
+
+// ---- matmul ----------------------------------------------------------------------------------------
+
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+// matmul_reference itself against a dot product in double written here (the weights decoded independently).
+TEST(Matmul, ReferenceIsADoubleDotProduct) {
+    std::mt19937 rng(5);
+    for (DType t : kTypes) {
+        const int64_t T = 3, N = 17, K = 33;
+        const auto W = random_weights(t, size_t(N * K), rng);
+        const auto x = random_floats(size_t(T * K), rng);
+        std::vector<float> out(size_t(T * N));
+        matmul_reference(out.data(), x.data(), W.data(), t, T, N, K);
+        for (int64_t i = 0; i < T; ++i)
+            for (int64_t r = 0; r < N; ++r) {
+                double a = 0;
+                for (int64_t k = 0; k < K; ++k)
+                    a += double(x[size_t(i * K + k)]) * decode(t, W.data(), size_t(r * K + k));
+                EXPECT_EQ(out[size_t(i * N + r)], float(a)) << dtype_name(t) << " t " << i << " r " << r;
+            }
+    }
+}
+
+// out = x . W^T for every weight type and odd/even shapes, T = 1 (matvec) and T > 1 (GEMM with its
+// 6-row tiles, 32-column blocks and 256-wide K panels), with 1 and 2 threads.
+// Tolerance, relative to sum_k |x_k W_rk| (the scale of the terms, so cancellation cannot defeat it): the
+// weights are converted exactly to f32, so the only error is the f32 accumulation of K products with FMA,
+// at most K u in any summation order, plus u for the reference's final rounding: (K + 2) u. A wrong or
+// missing element costs about sum / K, which is far above it for every K here.
+TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
+    std::mt19937 rng(42);
+    const int64_t kT[] = {1, 2, 5, 6, 7, 13, 64};
+    const int64_t kNK[] = {1, 15, 16, 17, 33, 100, 300, 1000};
+    constexpr size_t kGuard = 37;
+    double worst = 0;  // max |out - ref| / (u sum |x w|)
+    for (DType t : kTypes)
+        for (int64_t N : kNK)
+            for (int64_t K : kNK) {
+                const auto W = random_weights(t, size_t(N * K), rng);
+                for (int64_t T : kT) {
+                    const auto x = random_floats(size_t(T * K), rng);
+                    std::vector<float> ref(size_t(T * N));
+                    matmul_reference(ref.data(), x.data(), W.data(), t, T, N, K);
+                    // sum_k |x_k W_rk| per output: the reference on |x| and |W| (sign bits cleared).
+                    std::vector<float> xa(x.size()), scale(size_t(T * N));
+                    for (size_t i = 0; i < x.size(); ++i) xa[i] = std::fabs(x[i]);
+                    std::vector<uint8_t> Wa = W;
+                    for (size_t i = dtype_size(t) - 1; i < Wa.size(); i += dtype_size(t)) Wa[i] &= 0x7f;
+                    matmul_reference(scale.data(), xa.data(), Wa.data(), t, T, N, K);
+                    for (int th : {1, 2}) {
+                        Threads scope(th);
+                        std::vector<float> out(size_t(T * N) + kGuard, -12345.0f);
+                        matmul(out.data(), x.data(), W.data(), t, T, N, K);
+                        for (size_t i = size_t(T * N); i < out.size(); ++i)
+                            ASSERT_EQ(out[i], -12345.0f)
+                                << "wrote past the output: " << dtype_name(t) << " T " << T << " N " << N << " K " << K;
+                        for (size_t i = 0; i < ref.size(); ++i) {
+                            const double err = std::fabs(double(out[i]) - double(ref[i]));
+                            const double tol = double(K + 2) * kU * double(scale[i]);
+                            ASSERT_LE(err, tol) << dtype_name(t) << " T " << T << " N " << N << " K " << K
+                                                << " threads " << th << " at [" << i / size_t(N) << ", "
+                                                << i % size_t(N) << "]: got " << out[i] << ", expected " << ref[i];
+                            if (scale[i] > 0) worst = std::max(worst, err / (kU * double(scale[i])));
+                        }
+                    }
+                }
+            }
+    std::printf("matmul: worst |out - ref| = %.3g u * sum|x w| (bound K + 2 <= 1002)\n", worst);
+}
+
+// ---- softmax, silu_mul and the small vector kernels -------------------------------------------------
+
+std::vector<double> softmax_ref(const std::vector<float>& x) {
+    double mx = -INFINITY, s = 0;
+    for (float v : x) mx = std::max(mx, double(v));
+    std::vector<double> p(x.size());
+    for (size_t i = 0; i < x.size(); ++i) s += p[i] = std::exp(double(x[i]) - mx);
+    for (double& v : p) v /= s;
+    return p;
+}
+
+// Relative tolerance per element: x - max rounds with error u |x - max| in the exponent (up to 40 u for
+// inputs in [-20, 20]), exp adds ~2 u, the f32 sum of n terms n u, the reciprocal and product 2 u.
+TEST(Softmax, MatchesDoubleReference) {
+    std::mt19937 rng(3);
+    for (int64_t n : {1, 2, 7, 16, 17, 100, 1000}) {
+        auto x = random_floats(size_t(n), rng, -20.0f, 20.0f);
+        const auto ref = softmax_ref(x);
+        softmax(x.data(), n);
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double tol = (40.0 + double(n) + 8.0) * kU * ref[size_t(i)];
+            EXPECT_NEAR(x[size_t(i)], ref[size_t(i)], tol) << "n " << n << " element " << i;
+            sum += x[size_t(i)];
+        }
+        EXPECT_NEAR(sum, 1.0, (double(n) + 8.0) * kU) << "n " << n;
+    }
+}
+
+TEST(Softmax, SingleElementIsOne) {
+    float x = -1234.5f;
+    softmax(&x, 1);
+    EXPECT_EQ(x, 1.0f);
+}
+
+// exp(1000) overflows f32: the max must be subtracted first.
+TEST(Softmax, LargeInputsDoNotOverflow) {
+    std::vector<float> x = {1000.0f, 1001.0f, 999.0f, 1001.0f};
+    const auto ref = softmax_ref(x);
+    softmax(x.data(), 4);
+    for (size_t i = 0; i < 4; ++i) {
+        ASSERT_TRUE(std::isfinite(x[i])) << i;
+        EXPECT_NEAR(x[i], ref[i], 1e-6) << i;
+    }
+    std::vector<float> y = {-1000.0f, -1001.0f};  // exp(-1000) underflows without the shift
+    softmax(y.data(), 2);
+    EXPECT_NEAR(y[0], 1 / (1 + std::exp(-1.0)), 1e-6);
+}
+
+// A masked score (-inf) gets probability exactly 0; the others still sum to 1.
+TEST(Softmax, MinusInfinityGivesZero) {
+    std::vector<float> x = {0.5f, -INFINITY, 1.5f, -INFINITY};
+    softmax(x.data(), 4);
+    EXPECT_EQ(x[1], 0.0f);
+    EXPECT_EQ(x[3], 0.0f);
+    EXPECT_NEAR(x[0], 1 / (1 + std::exp(1.0)), 1e-6);
+    EXPECT_NEAR(x[0] + x[2], 1.0, 1e-6);
+}
+
+// silu(g) * u = g / (1 + exp(-g)) * u. Relative tolerance 16 u: exp within 4 ulp (glibc's vector exp bound),
+// then 1 +, /, * each round once; absolute 1e-37 for g -> -inf, where the exact value is below f32's range.
+TEST(SiluMul, MatchesDoubleReference) {
+    std::mt19937 rng(11);
+    for (int64_t n : {1, 15, 16, 17, 172, 1000}) {
+        auto g = random_floats(size_t(n), rng, -30.0f, 30.0f);
+        const auto u = random_floats(size_t(n), rng, -3.0f, 3.0f);
+        const float special[] = {0.0f, -0.0f, 1e-3f, -88.0f, -100.0f, 88.0f, 100.0f};
+        for (size_t i = 0; i < std::size(special) && i < g.size(); ++i) g[i] = special[i];
+        std::vector<double> ref(static_cast<size_t>(n));
+        for (size_t i = 0; i < size_t(n); ++i) ref[i] = double(g[i]) / (1.0 + std::exp(-double(g[i]))) * double(u[i]);
+        silu_mul(g.data(), u.data(), n);
+        for (size_t i = 0; i < size_t(n); ++i) {
+            ASSERT_FALSE(std::isnan(g[i])) << "n " << n << " element " << i;
+            EXPECT_NEAR(g[i], ref[i], 16 * kU * std::fabs(ref[i]) + 1e-37) << "n " << n << " element " << i;
+        }
+    }
+}
+
+TEST(VectorKernels, DotAxpyAdd) {
+    std::mt19937 rng(8);
+    for (int64_t n : {1, 7, 16, 33, 64, 1000}) {
+        const auto a = random_floats(size_t(n), rng), b = random_floats(size_t(n), rng);
+        double dot = 0, scale = 0;
+        for (size_t i = 0; i < size_t(n); ++i) {
+            dot += double(a[i]) * double(b[i]);
+            scale += std::fabs(double(a[i]) * double(b[i]));
+        }
+        EXPECT_NEAR(dot_f32(a.data(), b.data(), n), dot, double(n + 1) * kU * scale) << "n " << n;
+        auto y = b;
+        axpy_f32(y.data(), 0.75f, a.data(), n);
+        for (size_t i = 0; i < size_t(n); ++i)
+            EXPECT_NEAR(y[i], double(b[i]) + 0.75 * double(a[i]), 2 * kU * (std::fabs(b[i]) + std::fabs(a[i])));
+        y = b;
+        add_inplace(y.data(), a.data(), n);
+        for (size_t i = 0; i < size_t(n); ++i) EXPECT_EQ(y[i], b[i] + a[i]);
+    }
+}
+
+// ---- conversions -------------------------------------------------------------------------------------
+
+// Every one of the 65536 patterns: exact value, Inf, NaN and the sign of zero, in one call (SIMD body)
+// and element by element at every tail length (masked tails), with a guard after the output.
+void check_all_patterns(DType t) {
+    std::vector<uint16_t> src(65536);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = uint16_t(i);
+    std::vector<float> out(src.size() + 8, 7.0f);
+    convert_to_f32(out.data(), src.data(), t, int64_t(src.size()));
+    for (size_t i = 0; i < src.size(); ++i) {
+        const double want = decode(t, src.data(), i);
+        if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(out[i])) << dtype_name(t) << " pattern " << std::hex << i;
+        } else {
+            ASSERT_EQ(double(out[i]), want) << dtype_name(t) << " pattern " << std::hex << i;
+            ASSERT_EQ(std::signbit(out[i]), std::signbit(want)) << dtype_name(t) << " pattern " << std::hex << i;
+        }
+    }
+    for (size_t i = src.size(); i < out.size(); ++i) ASSERT_EQ(out[i], 7.0f) << "wrote past the output";
+    // Tail lengths 1 .. 40 starting at an odd offset (unaligned).
+    for (int64_t n = 1; n <= 40; ++n) {
+        std::vector<float> o(size_t(n) + 8, 7.0f);
+        convert_to_f32(o.data(), src.data() + 0x3c01, t, n);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(double(o[size_t(i)]), decode(t, src.data(), size_t(0x3c01 + i)));
+        for (size_t i = size_t(n); i < o.size(); ++i) ASSERT_EQ(o[i], 7.0f) << "n " << n << ": wrote past the output";
+    }
+}
+
+TEST(Convert, F16AllPatternsIncludingSubnormalsInfNan) {
+    check_all_patterns(DType::F16);
+    // Spot values that must hold whatever the decoder above says.
+    const uint16_t h[] = {0x0001, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0x8000};
+    float o[9];
+    convert_to_f32(o, h, DType::F16, 9);
+    EXPECT_EQ(o[0], std::ldexp(1.0f, -24));     // smallest subnormal
+    EXPECT_EQ(o[1], std::ldexp(1023.0f, -24));  // largest subnormal
+    EXPECT_EQ(o[2], std::ldexp(1.0f, -14));     // smallest normal
+    EXPECT_EQ(o[3], 1.0f);
+    EXPECT_EQ(o[4], 65504.0f);
+    EXPECT_EQ(o[5], INFINITY);
+    EXPECT_EQ(o[6], -INFINITY);
+    EXPECT_TRUE(std::isnan(o[7]));
+    EXPECT_TRUE(o[8] == 0.0f && std::signbit(o[8]));
+}
+
+TEST(Convert, Bf16AllPatterns) {
+    check_all_patterns(DType::BF16);
+    const uint16_t h[] = {0x3f80, 0xc000, 0x7f80, 0x7fc0, 0x0001};
+    float o[5];
+    convert_to_f32(o, h, DType::BF16, 5);
+    EXPECT_EQ(o[0], 1.0f);
+    EXPECT_EQ(o[1], -2.0f);
+    EXPECT_EQ(o[2], INFINITY);
+    EXPECT_TRUE(std::isnan(o[3]));
+    EXPECT_EQ(o[4], std::ldexp(1.0f, -133));
+}
+
+TEST(Convert, F32IsACopy) {
+    std::mt19937 rng(2);
+    const auto x = random_floats(37, rng);
+    std::vector<float> o(37 + 4, 7.0f);
+    convert_to_f32(o.data(), x.data(), DType::F32, 37);
+    for (size_t i = 0; i < 37; ++i) EXPECT_EQ(o[i], x[i]);
+    for (size_t i = 37; i < o.size(); ++i) EXPECT_EQ(o[i], 7.0f);
+}
+
+// The nearest 16-bit pattern to f, ties to the even pattern, found by binary search over the positive
+// patterns [0, inf_bits) (monotonic in value). For rounding, Inf stands for `overflow` = max + ulp, so
+// |f| >= max + ulp/2 goes to Inf (IEEE overflow under round-to-nearest).
+uint16_t round_ref(float f, double (*dec)(uint16_t), uint16_t inf_bits, double overflow) {
+    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    const double a = std::fabs(double(f));
+    if (a >= overflow) return sign | inf_bits;
+    uint16_t lo = 0, hi = inf_bits;  // dec(lo) <= a < value(hi)
+    while (hi - lo > 1) {
+        const uint16_t mid = uint16_t((lo + hi) / 2);
+        if (dec(mid) <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const double vlo = dec(lo), vhi = hi == inf_bits ? overflow : dec(hi);
+    const double dlo = a - vlo, dhi = vhi - a;  // exact: every value involved fits in 53 bits
+    if (dlo < dhi) return sign | lo;
+    if (dhi < dlo) return sign | hi;
+    return sign | ((lo & 1) ? hi : lo);
+}
+
+// Inputs: for every finite positive pattern, its value, the midpoint to the next (a tie) and the floats
+// just either side of that midpoint, with both signs; plus random f32 bit patterns of every exponent.
+std::vector<float> rounding_inputs(double (*dec)(uint16_t), uint16_t inf_bits, double overflow) {
+    std::vector<float> in;
+    for (uint32_t h = 0; h < inf_bits; ++h) {
+        const double v = dec(uint16_t(h)), next = h + 1 == inf_bits ? overflow : dec(uint16_t(h + 1));
+        const float mid = float((v + next) / 2);
+        EXPECT_EQ(double(mid), (v + next) / 2) << "midpoint not exact in f32";
+        for (float f : {float(v), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+            in.push_back(f);
+            in.push_back(-f);
+        }
+    }
+    std::mt19937 rng(17);
+    for (int i = 0; i < 500000; ++i) {
+        const uint32_t u = uint32_t(rng());
+        float f;
+        std::memcpy(&f, &u, 4);
+        if (!std::isnan(f)) in.push_back(f);
+    }
+    for (float f : {0.0f, -0.0f, INFINITY, -INFINITY, std::numeric_limits<float>::max(),
+                    std::numeric_limits<float>::denorm_min(), 1e-8f, 65519.99f, 65520.0f, 1e6f})
+        in.push_back(f);
+    return in;
+}
+
+TEST(Convert, F32ToF16RoundsToNearestEven) {
+    const auto in = rounding_inputs(decode_f16, 0x7c00, 65536.0);
+    for (float f : in) {
+        const uint16_t want = round_ref(f, decode_f16, 0x7c00, 65536.0), got = f32_to_f16(f);
+        ASSERT_EQ(got, want) << std::hexfloat << f << ": got 0x" << std::hex << got << ", expected 0x" << want;
+    }
+    // Anchors that do not depend on round_ref.
+    EXPECT_EQ(f32_to_f16(1.0f), 0x3c00);
+    EXPECT_EQ(f32_to_f16(1.0f + 0x1p-11f), 0x3c00);      // tie, 0x3c00 even
+    EXPECT_EQ(f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie, 0x3c01 odd -> up
+    EXPECT_EQ(f32_to_f16(65504.0f), 0x7bff);
+    EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);
+    EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);  // tie with "65536": 0x7bff odd -> Inf
+    EXPECT_EQ(f32_to_f16(0x1p-25f), 0x0000);  // tie between 0 and 2^-24 -> 0
+    EXPECT_EQ(f32_to_f16(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
+    EXPECT_EQ(f32_to_f16(3 * 0x1p-25f), 0x0002);         // tie between 1 and 2 (x 2^-24) -> 2
+    EXPECT_EQ(f32_to_f16(0x1p-14f - 0x1p-25f), 0x0400);  // largest subnormal + half: tie -> 2^-14
+    EXPECT_EQ(f32_to_f16(-0.0f), 0x8000);
+    const uint16_t nan = f32_to_f16(std::numeric_limits<float>::quiet_NaN());
+    EXPECT_TRUE((nan & 0x7c00) == 0x7c00 && (nan & 0x3ff) != 0) << std::hex << nan;
+}
+
+TEST(Convert, F32ToBf16RoundsToNearestEven) {
+    const double overflow = std::ldexp(1.0, 128);
+    const auto in = rounding_inputs(decode_bf16, 0x7f80, overflow);
+    for (float f : in) {
+        const uint16_t want = round_ref(f, decode_bf16, 0x7f80, overflow), got = f32_to_bf16(f);
+        ASSERT_EQ(got, want) << std::hexfloat << f << ": got 0x" << std::hex << got << ", expected 0x" << want;
+    }
+    EXPECT_EQ(f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);      // tie, even
+    EXPECT_EQ(f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie, odd -> up
+    EXPECT_EQ(f32_to_bf16(1.0f + 0x1p-8f + 0x1p-23f), 0x3f81);
+    // NaN stays NaN even when its payload is only in the low 16 bits (truncation would give Inf).
+    for (uint32_t u : {0x7fc00000u, 0x7f800001u, 0xff800001u, 0x7f80ffffu}) {
+        float f;
+        std::memcpy(&f, &u, 4);
+        const uint16_t h = f32_to_bf16(f);
+        EXPECT_TRUE((h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0) << std::hex << u << " -> " << h;
+    }
+}
+
+}  // namespace
+}  // namespace plainllama
