@@ -74,10 +74,10 @@ void store_row<BF16>(BF16* out, const float* src, int64_t n) {
     for (int64_t i = 0; i < n; ++i) out[i].bits = f32_to_bf16(src[i]);
 }
 
-// e^x within ~2 ulp, written so that loops over it vectorise: x = n ln2 + r (Cody-Waite), |r| <= ln2/2,
+// e^x within ~2 ulp (0 below -87.33, inf above 88.37), written so that loops over it vectorise: x = n ln2 + r (Cody-Waite), |r| <= ln2/2,
 // e^r by its Taylor polynomial to degree 7, times 2^n built in the exponent bits.
-inline float exp_f32(float x) {
-    x = std::min(std::max(x, -87.33f), 88.37f);
+inline float exp_f32(float x_in) {
+    const float x = std::min(std::max(x_in, -87.33f), 88.37f);
     const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round to nearest
     const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
     float p = 1.0f / 5040.0f;
@@ -91,7 +91,8 @@ inline float exp_f32(float x) {
     const int32_t bits = (int32_t(n) + 127) << 23;
     float scale;
     std::memcpy(&scale, &bits, 4);
-    return p * scale;
+    const float y = p * scale;
+    return x_in < -87.33f ? 0.0f : x_in > 88.37f ? HUGE_VALF : y;  // underflow to 0, overflow to inf
 }
 
 // ---- RMSNorm ---------------------------------------------------------------------------------
