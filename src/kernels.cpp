@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -330,10 +331,117 @@ void gemm(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t
     }
 }
 
+#if defined(PL_AVX512) && defined(__AVX512BF16__)
+// BF16 weights in prefill: x rounded to BF16 (as llama.cpp does for BF16 weights) and `vdpbf16ps`, which
+// multiplies pairs of BF16 exactly and accumulates in f32: twice the FMA rate of the f32 path. Pairs
+// (k, k+1) travel as one 32-bit word, so W packs like the f32 path with words instead of floats:
+// Wp[kp, j] = (W[n0 + j, 2kp], W[n0 + j, 2kp + 1]).
+#define PL_BF16_DOT 1
+constexpr int64_t kKCP = 128;  // k pairs per packed block
+
+void pack_block_pairs(uint32_t* Wp, const uint32_t* W, int64_t Kp, int64_t n0, int64_t nr, int64_t p0, int64_t pc) {
+    for (int64_t j0 = 0; j0 < kNR; j0 += 16) {
+        for (int64_t p = 0; p < pc; p += 16) {
+            const int64_t m = std::min<int64_t>(16, pc - p);
+            const __mmask16 mask = tail_mask(m);
+            __m512 r[16];
+            for (int64_t i = 0; i < 16; ++i)
+                r[i] = j0 + i < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(mask, W + (n0 + j0 + i) * Kp + p0 + p))
+                                   : _mm512_setzero_ps();
+            transpose16x16(r);
+            for (int64_t i = 0; i < m; ++i) _mm512_store_ps(reinterpret_cast<float*>(Wp + (p + i) * kNR + j0), r[i]);
+        }
+    }
+}
+
+template <int MR>
+void micro_tile_bf16(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* Wp, int64_t pc,
+                     int64_t nr, bool accumulate) {
+    const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : tail_mask(nr);
+    const __mmask16 m1 = nr >= 32 ? __mmask16(0xffff) : nr > 16 ? tail_mask(nr - 16) : __mmask16(0);
+    __m512 acc0[MR], acc1[MR];
+    for (int i = 0; i < MR; ++i) {
+        acc0[i] = accumulate ? _mm512_maskz_loadu_ps(m0, out + i * ldo) : _mm512_setzero_ps();
+        acc1[i] = accumulate ? _mm512_maskz_loadu_ps(m1, out + i * ldo + 16) : _mm512_setzero_ps();
+    }
+    for (int64_t p = 0; p < pc; ++p) {
+        const __m512bh w0 = (__m512bh)_mm512_load_si512(Wp + p * kNR), w1 = (__m512bh)_mm512_load_si512(Wp + p * kNR + 16);
+        for (int i = 0; i < MR; ++i) {
+            const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x[i * ldx + p]));
+            acc0[i] = _mm512_dpbf16_ps(acc0[i], xb, w0);
+            acc1[i] = _mm512_dpbf16_ps(acc1[i], xb, w1);
+        }
+    }
+    for (int i = 0; i < MR; ++i) {
+        _mm512_mask_storeu_ps(out + i * ldo, m0, acc0[i]);
+        _mm512_mask_storeu_ps(out + i * ldo + 16, m1, acc1[i]);
+    }
+}
+
+void micro_tile_bf16_any(int mr, float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* Wp,
+                         int64_t pc, int64_t nr, bool acc) {
+    switch (mr) {
+        case 6: return micro_tile_bf16<6>(out, ldo, x, ldx, Wp, pc, nr, acc);
+        case 5: return micro_tile_bf16<5>(out, ldo, x, ldx, Wp, pc, nr, acc);
+        case 4: return micro_tile_bf16<4>(out, ldo, x, ldx, Wp, pc, nr, acc);
+        case 3: return micro_tile_bf16<3>(out, ldo, x, ldx, Wp, pc, nr, acc);
+        case 2: return micro_tile_bf16<2>(out, ldo, x, ldx, Wp, pc, nr, acc);
+        default: return micro_tile_bf16<1>(out, ldo, x, ldx, Wp, pc, nr, acc);
+    }
+}
+
+// out[T, N] = bf16(x)[T, K] . W[N, K]^T for even K.
+void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_t N, int64_t K) {
+    const int64_t Kp = K / 2;
+    static thread_local std::vector<uint32_t> xb_buf;  // [T, K/2] BF16 pairs
+    if (xb_buf.size() < size_t(T_ * Kp)) xb_buf.resize(size_t(T_ * Kp));
+    uint32_t* xb = xb_buf.data();
+    for (int64_t t = 0; t < T_; ++t) {
+        const float* xr = x + t * K;
+        uint16_t* dst = reinterpret_cast<uint16_t*>(xb + t * Kp);
+        int64_t k = 0;
+        for (; k + 32 <= K; k += 32)
+            _mm512_storeu_si512(dst + k, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k)));
+        for (; k < K; ++k) dst[k] = f32_to_bf16(xr[k]);
+    }
+    const uint32_t* W32 = reinterpret_cast<const uint32_t*>(W);
+    const int64_t n_blocks = (N + kNR - 1) / kNR;
+    const int64_t threads = omp_get_max_threads();
+    int64_t t_chunks = std::max<int64_t>(1, std::min<int64_t>((T_ + 47) / 48, (4 * threads + n_blocks - 1) / n_blocks));
+    int64_t t_step = (T_ + t_chunks - 1) / t_chunks;
+    t_step = (t_step + kMR - 1) / kMR * kMR;
+    t_chunks = (T_ + t_step - 1) / t_step;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (T_ * N * K >= kParallelWork)
+    for (int64_t nb = 0; nb < n_blocks; ++nb) {
+        for (int64_t tc = 0; tc < t_chunks; ++tc) {
+            alignas(64) uint32_t Wp[kKCP * kNR];  // [pc, kNR] pairs
+            const int64_t n0 = nb * kNR, nr = std::min(kNR, N - n0);
+            const int64_t t0 = tc * t_step, t1 = std::min(T_, t0 + t_step);
+            for (int64_t p0 = 0; p0 < Kp; p0 += kKCP) {
+                const int64_t pc = std::min(kKCP, Kp - p0);
+                pack_block_pairs(Wp, W32, Kp, n0, nr, p0, pc);
+                for (int64_t t = t0; t < t1; t += kMR) {
+                    const int mr = int(std::min(kMR, t1 - t));
+                    micro_tile_bf16_any(mr, out + t * N + n0, N, xb + t * Kp + p0, Kp, Wp, pc, nr, p0 > 0);
+                }
+            }
+        }
+    }
+}
+#endif
+
 template <class T>
-void matmul_t(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K) {
-    if (T_ == 1) matvec(out, x, W, N, K);
-    else gemm(out, x, W, T_, N, K);
+void matmul_t(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K, [[maybe_unused]] bool exact) {
+    if (T_ == 1) {
+        matvec(out, x, W, N, K);
+        return;
+    }
+#ifdef PL_BF16_DOT
+    if constexpr (std::is_same_v<T, BF16>) {
+        if (!exact && K % 2 == 0 && reinterpret_cast<uintptr_t>(W) % 4 == 0) return gemm_bf16_dot(out, x, W, T_, N, K);
+    }
+#endif
+    gemm(out, x, W, T_, N, K);
 }
 
 }  // namespace
@@ -349,11 +457,11 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
     }
 }
 
-void matmul(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K) {
+void matmul(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K, bool exact) {
     switch (wt) {
-        case DType::F32: return matmul_t(out, x, static_cast<const float*>(W), T, N, K);
-        case DType::F16: return matmul_t(out, x, static_cast<const F16*>(W), T, N, K);
-        case DType::BF16: return matmul_t(out, x, static_cast<const BF16*>(W), T, N, K);
+        case DType::F32: return matmul_t(out, x, static_cast<const float*>(W), T, N, K, exact);
+        case DType::F16: return matmul_t(out, x, static_cast<const F16*>(W), T, N, K, exact);
+        case DType::BF16: return matmul_t(out, x, static_cast<const BF16*>(W), T, N, K, exact);
     }
 }
 

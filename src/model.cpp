@@ -41,11 +41,11 @@ void alloc(std::vector<T>* v, size_t n, const char* what) {
     }
 }
 
-void project(float* out, const float* x, const Weight& w, int64_t T) {
-    matmul(out, x, w.data, w.dtype, T, w.rows, w.cols);
-}
-
 }  // namespace
+
+void Context::project(float* out, const float* x, const Weight& w, int64_t T) const {
+    matmul(out, x, w.data, w.dtype, T, w.rows, w.cols, exact_);
+}
 
 Context::Context(const Model& model, ContextParams p) : model_(model) {
     const LlamaConfig& c = model.config();
@@ -55,6 +55,7 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
                          std::to_string(c.max_position_embeddings) + "] (max_position_embeddings)");
     if (p.n_batch < 1) throw UsageError("batch size must be at least 1");
     n_batch_ = std::min(p.n_batch, n_ctx_);
+    exact_ = p.exact;
     const size_t kv = size_t(c.num_key_value_heads * c.head_dim), qd = size_t(c.num_attention_heads * c.head_dim);
     const size_t kv_elems = size_t(c.num_hidden_layers) * kv * size_t(n_ctx_);
     alloc(&k_cache_, kv_elems, "KV cache");

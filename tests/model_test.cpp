@@ -190,9 +190,11 @@ std::vector<int32_t> tokens40() {
 }
 
 // All logits [n, V] of the engine for `ids` from an empty context.
-std::vector<float> engine_logits(const fs::path& dir, const std::vector<int32_t>& ids) {
+std::vector<float> engine_logits(const fs::path& dir, const std::vector<int32_t>& ids, bool exact = true) {
     Model model(dir);
-    Context ctx(model);
+    ContextParams params;
+    params.exact = exact;
+    Context ctx(model, params);
     const float* p = ctx.eval(ids, /*all_logits=*/true);
     return std::vector<float>(p, p + ids.size() * size_t(model.config().vocab_size));
 }
@@ -341,6 +343,10 @@ TEST_P(HalfPrecision, LogitsCloseToF32AndExactAgainstOwnWeights) {
     const double vs_f32 = max_abs_diff(half, f32);
     const double vs_ref = max_abs_diff(half, ref_forward(load_ref(dir), ids));
     EXPECT_LE(vs_f32, GetParam().bound);
+    // The default (fast) prefill rounds activations to BF16 for BF16 weights; it stays within the same bound.
+    const double fast_vs_f32 = max_abs_diff(engine_logits(dir, ids, /*exact=*/false), f32);
+    EXPECT_LE(fast_vs_f32, GetParam().bound);
+    std::printf("%s: default prefill: max |logit - f32 logit| %.3g\n", GetParam().folder, fast_vs_f32);
     EXPECT_GT(vs_f32, 0.0) << "the folder's weights are not rounded?";
     EXPECT_LE(vs_ref, kEngineVsReference);
     std::printf("%s: max |logit - f32 logit| %.3g (bound %.3g); vs naive reference on its own weights %.3g\n",

@@ -13,7 +13,10 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
 
 // out[t, r] = sum_k x[t, k] * W[r, k]     x: [T, K] f32, W: [N, K] of wt, out: [T, N] f32.
 // T == 1 runs the memory-bound matvec, T > 1 a packed, register-blocked GEMM. OpenMP inside.
-void matmul(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K);
+// BF16 weights with T > 1: unless `exact`, x is rounded to BF16 so that AVX512_BF16's vdpbf16ps (exact
+// products, f32 sums, twice the f32 FMA rate) can run: what llama.cpp does for BF16 weights. The extra
+// error is at most 2^-8 * sum_k |x[t, k] W[r, k]|.
+void matmul(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K, bool exact = false);
 
 // Scalar reference of matmul, in double: the tests' yardstick.
 void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K);

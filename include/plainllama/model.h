@@ -33,6 +33,7 @@ private:
 struct ContextParams {
     int64_t n_ctx = 0;      // KV cache positions; 0 = max_position_embeddings
     int64_t n_batch = 512;  // most tokens per forward pass (longer inputs are split)
+    bool exact = false;     // BF16 weights: keep prefill activations in f32 (see matmul in kernels.h)
 };
 
 class Context {
@@ -56,9 +57,11 @@ public:
 
 private:
     void forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits);
+    void project(float* out, const float* x, const Weight& w, int64_t T) const;  // out = x w^T
 
     const Model& model_;
     int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
+    bool exact_ = false;
     // KV cache, per layer: [num_key_value_heads, n_ctx, head_dim]; layer l starts at l * layer_stride.
     std::vector<float> k_cache_, v_cache_;
     std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
