@@ -136,14 +136,10 @@ void rmsnorm_x(X* y, const X* x, const void* w, DType wt, int64_t rows, int64_t 
 
 // ---- matvec (decode): out[r] = W[r, :] . x ---------------------------------------------------
 
+// Rows r0 .. r1-1 of out = W x, on the calling thread.
 template <class T>
-void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K) {
-    const bool par = N * K >= kParallelWork;
-#pragma omp parallel if (par)
+void matvec_rows(float* out, const float* x, const T* W, int64_t K, int64_t r0, int64_t r1) {
     {
-        // Contiguous row ranges, one per thread, so each thread streams its part of W once.
-        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        const int64_t r0 = N * id / nt, r1 = N * (id + 1) / nt;
         int64_t r = r0;
 #ifdef PL_AVX512
         for (; r + 4 <= r1; r += 4) {
@@ -190,6 +186,32 @@ void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K) {
             out[r] = a;
         }
 #endif
+    }
+}
+
+void matvec_rows_any(const MatmulJob& j, const float* x, int64_t K, int64_t r0, int64_t r1) {
+    switch (j.wt) {
+        case DType::F32: return matvec_rows(j.out, x, static_cast<const float*>(j.W), K, r0, r1);
+        case DType::F16: return matvec_rows(j.out, x, static_cast<const F16*>(j.W), K, r0, r1);
+        case DType::BF16: return matvec_rows(j.out, x, static_cast<const BF16*>(j.W), K, r0, r1);
+    }
+}
+
+// out_i = W_i x for every job, in one parallel region: the rows of all jobs, end to end, are cut into one
+// contiguous range per thread, so each thread streams its share of the weights once.
+void matvec_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
+    int64_t rows = 0;
+    for (int i = 0; i < n_jobs; ++i) rows += jobs[i].N;
+#pragma omp parallel if (rows * K >= kParallelWork)
+    {
+        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        const int64_t g0 = rows * id / nt, g1 = rows * (id + 1) / nt;
+        int64_t base = 0;
+        for (int i = 0; i < n_jobs; ++i) {
+            const int64_t lo = std::max(g0, base), hi = std::min(g1, base + jobs[i].N);
+            if (lo < hi) matvec_rows_any(jobs[i], x, K, lo - base, hi - base);
+            base += jobs[i].N;
+        }
     }
 }
 
@@ -433,7 +455,8 @@ void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_
 template <class T>
 void matmul_t(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K, [[maybe_unused]] bool exact) {
     if (T_ == 1) {
-        matvec(out, x, W, N, K);
+        const MatmulJob job{out, W, std::is_same_v<T, float> ? DType::F32 : std::is_same_v<T, F16> ? DType::F16 : DType::BF16, N};
+        matvec_many(&job, 1, x, K);
         return;
     }
 #ifdef PL_BF16_DOT
@@ -463,6 +486,11 @@ void matmul(float* out, const float* x, const void* W, DType wt, int64_t T, int6
         case DType::F16: return matmul_t(out, x, static_cast<const F16*>(W), T, N, K, exact);
         case DType::BF16: return matmul_t(out, x, static_cast<const BF16*>(W), T, N, K, exact);
     }
+}
+
+void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, int64_t K, bool exact) {
+    if (T == 1) return matvec_many(jobs, n_jobs, x, K);
+    for (int i = 0; i < n_jobs; ++i) matmul(jobs[i].out, x, jobs[i].W, jobs[i].wt, T, jobs[i].N, K, exact);
 }
 
 void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K) {

@@ -127,9 +127,10 @@ void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
 
         // Attention.
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.input_layernorm.data, L.input_layernorm.dtype, T, H, eps);
-        project(q_.data(), xn_.data(), L.q_proj, T);
-        project(k_.data(), xn_.data(), L.k_proj, T);
-        project(v_.data(), xn_.data(), L.v_proj, T);
+        const MatmulJob qkv[3] = {{q_.data(), L.q_proj.data, L.q_proj.dtype, qd},
+                                  {k_.data(), L.k_proj.data, L.k_proj.dtype, kvd},
+                                  {v_.data(), L.v_proj.data, L.v_proj.dtype, kvd}};
+        matmul_many(qkv, 3, xn_.data(), T, H, exact_);
         for (int64_t t = 0; t < T; ++t) {
             const float* cs = &rope_cos_[size_t((pos0 + t) * half)];
             const float* sn = &rope_sin_[size_t((pos0 + t) * half)];
@@ -148,8 +149,9 @@ void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
         // SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.post_attention_layernorm.data, L.post_attention_layernorm.dtype,
                 T, H, eps);
-        project(gate_.data(), xn_.data(), L.gate_proj, T);
-        project(up_.data(), xn_.data(), L.up_proj, T);
+        const MatmulJob gate_up[2] = {{gate_.data(), L.gate_proj.data, L.gate_proj.dtype, F},
+                                      {up_.data(), L.up_proj.data, L.up_proj.dtype, F}};
+        matmul_many(gate_up, 2, xn_.data(), T, H, exact_);
         silu_mul(gate_.data(), up_.data(), T * F);
         project(proj_.data(), gate_.data(), L.down_proj, T);
         add_inplace(x_.data(), proj_.data(), T * H);

@@ -18,6 +18,16 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
 // error is at most 2^-8 * sum_k |x[t, k] W[r, k]|.
 void matmul(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K, bool exact = false);
 
+// Several products of the same input x [T, K]: jobs[i].out [T, N_i] = x W_i^T. With T == 1 the rows of
+// all W_i are split over the threads in one parallel region (one barrier instead of one per matrix).
+struct MatmulJob {
+    float* out;
+    const void* W;  // [N, K]
+    DType wt;
+    int64_t N;
+};
+void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, int64_t K, bool exact = false);
+
 // Scalar reference of matmul, in double: the tests' yardstick.
 void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K);
 
