@@ -1,10 +1,257 @@
+// plainllama chat: an interactive REPL over a ChatSession. Each line on stdin is a user turn (a terminal gets a
+// "> " prompt; a pipe scripts the session); replies stream to stdout, one line each; everything else goes to
+// stderr.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
 #include "commands.h"
+#include "common.h"
+#include "plainllama/chat.h"
+#include "plainllama/error.h"
 
 namespace plainllama::cli {
 
+namespace {
+
+const char* kCommands =
+    "Commands:\n"
+    "  /help           this list\n"
+    "  /reset          clear the conversation and the cache (the system prompt stays)\n"
+    "  /system TEXT    set the system prompt (empty: none); it applies from the next message\n"
+    "  /save FILE      write the transcript as JSON {\"template\", \"system\", \"messages\": [{\"role\", "
+    "\"content\"}]}\n"
+    "  /load FILE      replace the conversation with a saved transcript\n"
+    "  /stats          tokens used of the context, speeds\n"
+    "  /exit           quit (as does Ctrl-D; Ctrl-C stops a reply, or quits at the prompt)\n"
+    "A line starting with // sends the rest of it, starting with /.";
+
+enum class ReadStatus { line, eof, interrupted };
+
+// Lines from fd 0 with read(2), so a Ctrl-C (SIGINT without SA_RESTART) ends a wait at the prompt.
+class LineReader {
+public:
+    ReadStatus next(std::string& line) {
+        for (;;) {
+            const size_t nl = buf_.find('\n');
+            if (nl != std::string::npos) {
+                line = buf_.substr(0, nl);
+                buf_.erase(0, nl + 1);
+                if (!line.empty() && line.back() == '\r') line.pop_back();
+                return ReadStatus::line;
+            }
+            if (eof_) {
+                if (buf_.empty()) return ReadStatus::eof;
+                line.swap(buf_);
+                buf_.clear();
+                return ReadStatus::line;
+            }
+            if (g_interrupted.load()) return ReadStatus::interrupted;
+            char tmp[4096];
+            const ssize_t n = ::read(0, tmp, sizeof tmp);
+            if (n > 0) {
+                buf_.append(tmp, size_t(n));
+            } else if (n < 0 && errno == EINTR) {
+                continue;  // g_interrupted is checked above
+            } else {
+                eof_ = true;
+            }
+        }
+    }
+
+private:
+    std::string buf_;
+    bool eof_ = false;
+};
+
+void out(const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+}
+
+void err(const std::string& s) { std::fprintf(stderr, "%s\n", s.c_str()); }
+
+std::string trim(const std::string& s) {
+    const size_t b = s.find_first_not_of(" \t");
+    return b == std::string::npos ? "" : s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+void print_stats(const ChatSession& s, const ChatTurn* last) {
+    const Context& ctx = s.context();
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "context: %lld / %lld tokens used (%.1f%%); %zu messages, template %s",
+                  (long long)ctx.n_past(), (long long)ctx.n_ctx(), 100.0 * double(ctx.n_past()) / double(ctx.n_ctx()),
+                  s.messages().size(), template_name(s.chat_template().kind()));
+    err(buf);
+    if (last) {
+        err("last turn:");
+        err(perf_line("prompt eval time", last->stats.prompt_seconds, last->stats.n_prompt));
+        err(perf_line("eval time", last->stats.generate_seconds, last->stats.n_generated));
+    }
+    err("session:");
+    err(perf_line("prompt eval time", s.total_prompt_seconds(), s.total_prompt_tokens()));
+    err(perf_line("eval time", s.total_generate_seconds(), s.total_generated_tokens()));
+}
+
+}  // namespace
+
 Run add_chat(CLI::App& app) {
-    app.add_subcommand("chat", "(not yet implemented)");
-    return [] { return 1; };
+    auto* cmd =
+        app.add_subcommand("chat", "Chat with a model: a REPL on a terminal, or one user turn per line of stdin");
+    struct Opts {
+        ModelOpts m;
+        SamplingOpts s;
+        std::string system, tmpl = "auto";
+        int64_t n_predict = -1;
+    };
+    auto o = std::make_shared<Opts>();
+    add_model_options(cmd, o->m);
+    cmd->add_option("--system", o->system, "System prompt");
+    cmd->add_option(
+           "--template", o->tmpl,
+           "Chat template; auto: the model's tokenizer_config.json chat_template, else raw (plain continuation)")
+        ->check(CLI::IsMember({"auto", "raw", "llama2", "zephyr", "chatml"}))
+        ->capture_default_str();
+    cmd->add_option("-n,--n-predict", o->n_predict,
+                    "Most tokens per reply; -1 = until the end of the turn or a full context")
+        ->check(CLI::Range(int64_t(-1), int64_t(1) << 30))
+        ->capture_default_str();
+    add_sampling_options(cmd, o->s);
+    cmd->footer(cmd->get_footer() + "\n\n" + kCommands);
+    return [o] {
+        Loaded l = load(o->m);
+        const bool quiet = o->m.quiet;
+        const Tokenizer& tok = *l.tokenizer;
+        TemplateChoice choice = detect_template(o->m.model);
+        if (o->tmpl != "auto") {
+            choice.kind = parse_template_name(o->tmpl, "--template");
+            choice.reason = "--template";
+            choice.warning.clear();
+        }
+        const ChatTemplate tmpl(choice.kind, tok, choice);
+        Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});
+        std::vector<int32_t> stop = tmpl.end_of_turn_ids();
+        for (int32_t id : eos_ids(l.model->config(), tok))
+            if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
+        ChatSession session(ctx, tok, tmpl, resolve_sampling(o->s, quiet), stop);
+        session.set_system(o->system);
+
+        const bool interactive = ::isatty(0);
+        if (!quiet) {
+            err(std::string("chat template: ") + template_name(choice.kind) + " (" + choice.reason + "); context " +
+                std::to_string(ctx.n_ctx()) + " tokens");
+            if (!choice.warning.empty()) err("warning: " + choice.warning);
+            for (const std::string& w : tmpl.warnings()) err("warning: " + w);
+            if (interactive) err("/help for commands; Ctrl-D exits");
+        }
+
+        install_sigint_handler();
+        LineReader reader;
+        ChatTurn last;
+        bool have_last = false;
+        int status = 0;
+        std::string line;
+        for (;;) {
+            if (interactive) out("> ");
+            const ReadStatus rs = reader.next(line);
+            if (rs != ReadStatus::line) {
+                if (interactive) out("\n");
+                if (rs == ReadStatus::interrupted) status = 130;
+                break;
+            }
+            const std::string t = trim(line);
+            if (t.empty()) continue;
+            if (invalid_utf8_at(t) != std::string::npos) {
+                err("this line is not valid UTF-8; it was not sent");
+                continue;
+            }
+            if (t[0] == '/' && t.rfind("//", 0) != 0) {
+                const size_t sp = t.find(' ');
+                const std::string name = t.substr(0, sp), arg = sp == std::string::npos ? "" : trim(t.substr(sp + 1));
+                try {
+                    if (name == "/exit" || name == "/quit") {
+                        break;
+                    } else if (name == "/help") {
+                        err(kCommands);
+                    } else if (name == "/reset") {
+                        session.reset();
+                        have_last = false;
+                        if (!quiet) err("conversation cleared");
+                    } else if (name == "/system") {
+                        session.set_system(arg);
+                        if (!quiet)
+                            err(arg.empty() ? "system prompt cleared"
+                                            : "system prompt set; it applies from the next message");
+                    } else if (name == "/save") {
+                        if (arg.empty()) throw Error("/save needs a file name: /save FILE");
+                        std::ofstream f(arg, std::ios::binary);
+                        const std::string j = session.to_json().dump(2) + "\n";
+                        f.write(j.data(), std::streamsize(j.size()));
+                        if (!f) throw Error(arg + ": cannot be written (/save)");
+                        if (!quiet) err("saved " + std::to_string(session.messages().size()) + " messages to " + arg);
+                    } else if (name == "/load") {
+                        if (arg.empty()) throw Error("/load needs a file name: /load FILE");
+                        std::ifstream f(arg, std::ios::binary);
+                        if (!f) throw Error(arg + ": cannot be read (/load)");
+                        std::stringstream ss;
+                        ss << f.rdbuf();
+                        nlohmann::json j;
+                        try {
+                            j = nlohmann::json::parse(ss.str());
+                        } catch (const nlohmann::json::exception&) {
+                            throw Error(arg + ": not valid JSON (/load)");
+                        }
+                        session.from_json(j, arg);
+                        have_last = false;
+                        if (!quiet) {
+                            err("loaded " + std::to_string(session.messages().size()) + " messages from " + arg);
+                            if (j.contains("template") && j["template"] != template_name(tmpl.kind()))
+                                err("note: the transcript was saved with template " + j["template"].dump() +
+                                    "; it is rendered with " + template_name(tmpl.kind()));
+                        }
+                    } else if (name == "/stats") {
+                        print_stats(session, have_last ? &last : nullptr);
+                    } else {
+                        err("unknown command " + name + " (/help lists the commands)");
+                    }
+                } catch (const Error& e) {
+                    err(std::string("error: ") + e.what());
+                }
+                continue;
+            }
+
+            const std::string text = t.rfind("//", 0) == 0 ? t.substr(1) : t;
+            // Chat templates: the reply's leading whitespace (llama2's ' ' after [/INST]) is not shown.
+            bool started = tmpl.kind() == TemplateKind::raw;
+            last = session.send(
+                text, o->n_predict,
+                [&](const std::string& piece) {
+                    if (started) return out(piece);
+                    const size_t b = piece.find_first_not_of(" \t\n\r\f\v");
+                    if (b == std::string::npos) return;
+                    started = true;
+                    out(piece.substr(b));
+                },
+                &g_interrupted, [&](const std::string& notice) { err("[" + notice + "]"); });
+            if (last.rejected) continue;
+            have_last = true;
+            out("\n");
+            if (last.stats.interrupted || g_interrupted.load()) {  // a Ctrl-C during the reply ends only the reply
+                err("[interrupted]");
+                g_interrupted = false;
+                std::clearerr(stdout);  // a write the Ctrl-C interrupted (EINTR) leaves the error flag set
+            }
+        }
+        if (!quiet) {
+            err("");
+            print_stats(session, nullptr);
+        }
+        return status;
+    };
 }
 
 }  // namespace plainllama::cli

@@ -91,9 +91,6 @@ Loaded load(const ModelOpts& o) {
     return l;
 }
 
-namespace {
-
-// Offset of the first byte that is not part of a valid UTF-8 sequence, or npos.
 size_t invalid_utf8_at(const std::string& s) {
     size_t i = 0;
     while (i < s.size()) {
@@ -112,8 +109,6 @@ size_t invalid_utf8_at(const std::string& s) {
     }
     return std::string::npos;
 }
-
-}  // namespace
 
 std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given) {
     if (prompt_given && file_given) throw UsageError("give either -p/--prompt or -f/--file, not both");

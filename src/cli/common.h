@@ -39,6 +39,9 @@ Loaded load(const ModelOpts& o);
 // Text of a prompt: -p TEXT or -f FILE ("-" = stdin). Checks it is valid UTF-8.
 std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given);
 
+// Offset of the first byte that is not part of a valid UTF-8 sequence, or npos.
+size_t invalid_utf8_at(const std::string& s);
+
 // Set by SIGINT (Ctrl-C) while installed; a second Ctrl-C exits at once.
 extern std::atomic<bool> g_interrupted;
 void install_sigint_handler();

@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""`plainllama chat` on a pseudo-terminal: the "> " prompt, Ctrl-C during a reply returning to the prompt,
+Ctrl-C at the prompt exiting, Ctrl-D exiting cleanly.
+
+stories260K writes a whole 512-token reply in about 0.1 s, too fast to hit with a Ctrl-C by timing. So the test
+stops the terminal's output first (Ctrl-S, IXON): the chat blocks in its first write of the reply; the Ctrl-C
+then interrupts that write, and the line discipline restarts output (n_tty restarts a stopped tty on a signal
+character).
+
+Run by ctest with PLAINLLAMA_BINARY and PLAINLLAMA_SHARED_DIR. Last line: "N passed, N failed".
+"""
+import os
+import pty
+import re
+import select
+import sys
+import time
+import unittest
+
+SOURCE_DIR = os.environ.get("PLAINLLAMA_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DIR = os.environ.get("PLAINLLAMA_SHARED_DIR") or os.path.join(SOURCE_DIR, "..", "shared")
+BINARY = os.environ.get("PLAINLLAMA_BINARY") or os.path.join(SOURCE_DIR, "build", "plainllama")
+MODEL = os.path.join(SHARED_DIR, "models", "stories260K")
+CTRL_C, CTRL_D, CTRL_S = b"\x03", b"\x04", b"\x13"
+
+
+class Chat:
+    """The chat subcommand on a pty; everything it writes (stdout and stderr) accumulates in self.out."""
+
+    def __init__(self, *extra):
+        args = [BINARY, "chat", "-m", MODEL, "--temp", "0", "-t", "1", *extra]
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.environ["OMP_WAIT_POLICY"] = "passive"
+            os.execv(BINARY, args)
+        self.pid, self.fd, self.out, self.status = pid, fd, b"", None
+
+    def _read(self, timeout):
+        r, _, _ = select.select([self.fd], [], [], timeout)
+        if not r:
+            return False
+        try:
+            data = os.read(self.fd, 65536)
+        except OSError:  # EIO: the child is gone
+            return False
+        self.out += data
+        return bool(data)
+
+    def expect(self, pattern, start=0, timeout=15.0):
+        """Reads until `pattern` (bytes) appears at or after `start`; returns the offset just past it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            i = self.out.find(pattern, start)
+            if i >= 0:
+                return i + len(pattern)
+            left = deadline - time.monotonic()
+            if left <= 0 or (not self._read(min(left, 0.2)) and self.poll() is not None):
+                raise AssertionError(f"{pattern!r} not seen after offset {start}; output so far:\n"
+                                     + self.out.decode(errors="replace"))
+
+    def send(self, data):
+        os.write(self.fd, data)
+
+    def poll(self):
+        if self.status is None:
+            pid, st = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(st)
+        return self.status
+
+    def wait(self, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while self.poll() is None and time.monotonic() < deadline:
+            self._read(0.1)
+        if self.status is None:
+            os.kill(self.pid, 9)
+            os.waitpid(self.pid, 0)
+            raise AssertionError("chat did not exit; output:\n" + self.out.decode(errors="replace"))
+        while self._read(0.05):
+            pass
+        os.close(self.fd)
+        return self.status
+
+
+@unittest.skipUnless(os.path.exists(BINARY), "no plainllama binary (set PLAINLLAMA_BINARY)")
+class ChatPty(unittest.TestCase):
+    def test_ctrl_c_stops_the_reply_and_returns_to_the_prompt(self):
+        c = Chat("-n", "-1")  # without the Ctrl-C the reply fills the 512-token context
+        pos = c.expect(b"> ")
+        c.send(CTRL_S)
+        c.send(b"Once upon a time\n")
+        time.sleep(1.0)  # the chat reads the line and blocks writing the reply's first piece
+        self.assertIsNone(c.poll())
+        c.send(CTRL_C)
+        pos = c.expect(b"[interrupted]", pos)
+        pos = c.expect(b"> ", pos)
+        self.assertIsNone(c.poll(), "Ctrl-C during a reply must not exit")
+        c.send(b"/stats\n")
+        end = c.expect(b"tokens used", pos)
+        used = re.search(rb"context: (\d+) / 512 tokens used", c.out[pos:end])
+        self.assertIsNotNone(used, c.out[pos:end])
+        self.assertLess(int(used.group(1)), 64, "the reply was not stopped early")
+        # The session goes on: another turn, then Ctrl-D at the prompt exits with status 0.
+        pos = c.expect(b"> ", end)
+        c.send(b"The dog\n")
+        pos = c.expect(b"> ", pos)
+        c.send(CTRL_D)
+        self.assertEqual(c.wait(), 0, c.out.decode(errors="replace"))
+
+    def test_ctrl_c_at_the_prompt_exits(self):
+        c = Chat("-n", "8")
+        pos = c.expect(b"> ")
+        c.send(b"Once upon a time\n")
+        pos = c.expect(b"> ", pos)
+        c.send(CTRL_C)
+        self.assertEqual(c.wait(), 130, c.out.decode(errors="replace"))
+
+    def test_prompt_only_on_a_terminal(self):
+        c = Chat("-n", "4", "--quiet")
+        pos = c.expect(b"> ")
+        c.send(b"/exit\n")
+        self.assertEqual(c.wait(), 0, c.out.decode(errors="replace"))
+        self.assertEqual(c.out.count(b"> "), 1, c.out)
+
+
+def main():
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
+    passed = result.testsRun - failed - skipped
+    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    return 0 if failed == 0 and passed > 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
