@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "plainllama/dtype.h"
+#include "test_util.h"
 
 namespace plainllama {
 namespace {
@@ -50,14 +51,7 @@ double decode(DType t, const void* p, size_t i) {
     return t == DType::F16 ? decode_f16(h) : decode_bf16(h);
 }
 
-class Threads {
-   public:
-    explicit Threads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-    ~Threads() { omp_set_num_threads(saved_); }
-
-   private:
-    int saved_;
-};
+using test::Threads;
 
 // Random weights [n] of type t: random sign, exponent in [-6, 0], random significand (all exactly stored).
 std::vector<uint8_t> random_weights(DType t, size_t n, std::mt19937& rng) {

@@ -29,15 +29,8 @@ using test::read_safetensors;
 using test::TempDir;
 using test::write_safetensors;
 
-// Substring checks that print the whole message on failure (plain gtest: gmock is not a dependency).
-::testing::AssertionResult HasSubstr(const std::string& s, const std::string& sub) {
-    if (s.find(sub) != std::string::npos) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "\"" << sub << "\" not in \"" << s << "\"";
-}
-::testing::AssertionResult StartsWith(const std::string& s, const std::string& prefix) {
-    if (s.rfind(prefix, 0) == 0) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "\"" << s << "\" does not start with \"" << prefix << "\"";
-}
+using test::HasSubstr;
+using test::StartsWith;
 
 // The message of the plainllama::Error that f throws; a test failure when it throws nothing or anything else.
 template <class F>

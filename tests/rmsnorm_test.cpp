@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "plainllama/kernels.h"
+#include "test_util.h"
 
 namespace plainllama {
 namespace {
@@ -177,15 +178,7 @@ double tolerance(DType t, double ref) {
     return ::testing::AssertionSuccess();
 }
 
-// Sets the OpenMP thread count for a scope.
-class Threads {
-   public:
-    explicit Threads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-    ~Threads() { omp_set_num_threads(saved_); }
-
-   private:
-    int saved_;
-};
+using test::Threads;
 
 const DType kTypes[] = {DType::F32, DType::BF16, DType::F16};
 const int64_t kSizes[] = {1, 3, 7, 63, 64, 65, 127, 1000, 4097, 8192};

@@ -4,11 +4,34 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+#include <omp.h>
+
 #include <nlohmann/json.hpp>
 
 namespace plainllama::test {
 
 namespace fs = std::filesystem;
+
+// Substring checks that print the whole message on failure (plain gtest: gmock is not a dependency).
+inline ::testing::AssertionResult HasSubstr(const std::string& s, const std::string& sub) {
+    if (s.find(sub) != std::string::npos) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "\"" << sub << "\" not in \"" << s << "\"";
+}
+inline ::testing::AssertionResult StartsWith(const std::string& s, const std::string& prefix) {
+    if (s.rfind(prefix, 0) == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "\"" << s << "\" does not start with \"" << prefix << "\"";
+}
+
+// Sets the OpenMP thread count for a scope.
+class Threads {
+   public:
+    explicit Threads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
+    ~Threads() { omp_set_num_threads(saved_); }
+
+   private:
+    int saved_;
+};
 
 inline fs::path shared_dir() { return PLAINLLAMA_SHARED_DIR; }
 inline fs::path model_dir(const std::string& name = "stories260K") { return shared_dir() / "models" / name; }
