@@ -313,44 +313,47 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const floa
 #endif
 }
 
-void micro_tile_any(int mr, float* out, int64_t ldo, const float* x, int64_t ldx, const float* Wp, int64_t kc,
-                    int64_t nr, bool acc) {
+// f(std::integral_constant<int, MR>{}) for a tile of mr = MR rows, 1 <= mr <= kMR.
+template <class F>
+void with_mr(int mr, F&& f) {
     switch (mr) {
-        case 6: return micro_tile<6>(out, ldo, x, ldx, Wp, kc, nr, acc);
-        case 5: return micro_tile<5>(out, ldo, x, ldx, Wp, kc, nr, acc);
-        case 4: return micro_tile<4>(out, ldo, x, ldx, Wp, kc, nr, acc);
-        case 3: return micro_tile<3>(out, ldo, x, ldx, Wp, kc, nr, acc);
-        case 2: return micro_tile<2>(out, ldo, x, ldx, Wp, kc, nr, acc);
-        default: return micro_tile<1>(out, ldo, x, ldx, Wp, kc, nr, acc);
+        case 6: return f(std::integral_constant<int, 6>{});
+        case 5: return f(std::integral_constant<int, 5>{});
+        case 4: return f(std::integral_constant<int, 4>{});
+        case 3: return f(std::integral_constant<int, 3>{});
+        case 2: return f(std::integral_constant<int, 2>{});
+        default: return f(std::integral_constant<int, 1>{});
     }
 }
 
-template <class T>
-void gemm(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K) {
-    const int64_t n_blocks = (N + kNR - 1) / kNR;
-    // Split tokens too when there are few row blocks, so every thread has work.
-    const int64_t threads = omp_get_max_threads();
+// tile(t0, t1, n0, nr) for every (token chunk, block of kNR rows of W) of out [T, N], over the threads.
+// Tokens are split too when there are few row blocks, so every thread has work.
+template <class Tile>
+void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
+    const int64_t n_blocks = (N + kNR - 1) / kNR, threads = omp_get_max_threads();
     int64_t t_chunks = std::max<int64_t>(1, std::min<int64_t>((T_ + 47) / 48, (4 * threads + n_blocks - 1) / n_blocks));
     int64_t t_step = (T_ + t_chunks - 1) / t_chunks;
     t_step = (t_step + kMR - 1) / kMR * kMR;
     t_chunks = (T_ + t_step - 1) / t_step;
-    const bool par = T_ * N * K >= kParallelWork;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (par)
-    for (int64_t nb = 0; nb < n_blocks; ++nb) {
-        for (int64_t tc = 0; tc < t_chunks; ++tc) {
-            alignas(64) float Wp[kKC * kNR];  // [kc, kNR]
-            const int64_t n0 = nb * kNR, nr = std::min(kNR, N - n0);
-            const int64_t t0 = tc * t_step, t1 = std::min(T_, t0 + t_step);
-            for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-                const int64_t kc = std::min(kKC, K - k0);
-                pack_block(Wp, W, K, n0, nr, k0, kc);
-                for (int64_t t = t0; t < t1; t += kMR) {
-                    const int mr = int(std::min(kMR, t1 - t));
-                    micro_tile_any(mr, out + t * N + n0, N, x + t * K + k0, K, Wp, kc, nr, k0 > 0);
-                }
-            }
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (T_ * N * K >= kParallelWork)
+    for (int64_t nb = 0; nb < n_blocks; ++nb)
+        for (int64_t tc = 0; tc < t_chunks; ++tc)
+            tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
+}
+
+template <class T>
+void gemm(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K) {
+    for_each_tile(T_, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
+        alignas(64) float Wp[kKC * kNR];  // [kc, kNR]
+        for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+            const int64_t kc = std::min(kKC, K - k0);
+            pack_block(Wp, W, K, n0, nr, k0, kc);
+            for (int64_t t = t0; t < t1; t += kMR)
+                with_mr(int(std::min(kMR, t1 - t)), [&](auto MR) {
+                    micro_tile<MR()>(out + t * N + n0, N, x + t * K + k0, K, Wp, kc, nr, k0 > 0);
+                });
         }
-    }
+    });
 }
 
 #if defined(PL_AVX512) && defined(__AVX512BF16__)
@@ -400,18 +403,6 @@ void micro_tile_bf16(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, co
     }
 }
 
-void micro_tile_bf16_any(int mr, float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* Wp,
-                         int64_t pc, int64_t nr, bool acc) {
-    switch (mr) {
-        case 6: return micro_tile_bf16<6>(out, ldo, x, ldx, Wp, pc, nr, acc);
-        case 5: return micro_tile_bf16<5>(out, ldo, x, ldx, Wp, pc, nr, acc);
-        case 4: return micro_tile_bf16<4>(out, ldo, x, ldx, Wp, pc, nr, acc);
-        case 3: return micro_tile_bf16<3>(out, ldo, x, ldx, Wp, pc, nr, acc);
-        case 2: return micro_tile_bf16<2>(out, ldo, x, ldx, Wp, pc, nr, acc);
-        default: return micro_tile_bf16<1>(out, ldo, x, ldx, Wp, pc, nr, acc);
-    }
-}
-
 // out[T, N] = bf16(x)[T, K] . W[N, K]^T for even K.
 void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_t N, int64_t K) {
     const int64_t Kp = K / 2;
@@ -427,28 +418,17 @@ void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_
         for (; k < K; ++k) dst[k] = f32_to_bf16(xr[k]);
     }
     const uint32_t* W32 = reinterpret_cast<const uint32_t*>(W);
-    const int64_t n_blocks = (N + kNR - 1) / kNR;
-    const int64_t threads = omp_get_max_threads();
-    int64_t t_chunks = std::max<int64_t>(1, std::min<int64_t>((T_ + 47) / 48, (4 * threads + n_blocks - 1) / n_blocks));
-    int64_t t_step = (T_ + t_chunks - 1) / t_chunks;
-    t_step = (t_step + kMR - 1) / kMR * kMR;
-    t_chunks = (T_ + t_step - 1) / t_step;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (T_ * N * K >= kParallelWork)
-    for (int64_t nb = 0; nb < n_blocks; ++nb) {
-        for (int64_t tc = 0; tc < t_chunks; ++tc) {
-            alignas(64) uint32_t Wp[kKCP * kNR];  // [pc, kNR] pairs
-            const int64_t n0 = nb * kNR, nr = std::min(kNR, N - n0);
-            const int64_t t0 = tc * t_step, t1 = std::min(T_, t0 + t_step);
-            for (int64_t p0 = 0; p0 < Kp; p0 += kKCP) {
-                const int64_t pc = std::min(kKCP, Kp - p0);
-                pack_block_pairs(Wp, W32, Kp, n0, nr, p0, pc);
-                for (int64_t t = t0; t < t1; t += kMR) {
-                    const int mr = int(std::min(kMR, t1 - t));
-                    micro_tile_bf16_any(mr, out + t * N + n0, N, xb + t * Kp + p0, Kp, Wp, pc, nr, p0 > 0);
-                }
-            }
+    for_each_tile(T_, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
+        alignas(64) uint32_t Wp[kKCP * kNR];  // [pc, kNR] pairs
+        for (int64_t p0 = 0; p0 < Kp; p0 += kKCP) {
+            const int64_t pc = std::min(kKCP, Kp - p0);
+            pack_block_pairs(Wp, W32, Kp, n0, nr, p0, pc);
+            for (int64_t t = t0; t < t1; t += kMR)
+                with_mr(int(std::min(kMR, t1 - t)), [&](auto MR) {
+                    micro_tile_bf16<MR()>(out + t * N + n0, N, xb + t * Kp + p0, Kp, Wp, pc, nr, p0 > 0);
+                });
         }
-    }
+    });
 }
 #endif
 
