@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 
 #include "plainllama/error.h"
 
@@ -38,37 +39,61 @@ struct NllSums {
 
 }  // namespace
 
-PerplexityResult perplexity_chunks(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
-                                   int64_t max_chunks, const PerplexityProgress& progress) {
-    if (n_ctx < 4 || n_ctx > ctx.n_ctx())
-        throw UsageError("--ctx " + std::to_string(n_ctx) + " must be in [4, " + std::to_string(ctx.n_ctx()) + "]");
+PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std::vector<int32_t>& tokens,
+                                   int64_t n_ctx, int32_t bos, int64_t max_chunks, const PerplexityProgress& progress) {
+    PL_CHECK(!ctxs.empty());
+    for (const Context* c : ctxs)
+        if (n_ctx < 4 || n_ctx > c->n_ctx())
+            throw UsageError("--ctx " + std::to_string(n_ctx) + " must be in [4, " + std::to_string(c->n_ctx()) + "]");
     if (int64_t(tokens.size()) < 2 * n_ctx)
         throw Error("the text has " + std::to_string(tokens.size()) + " tokens; perplexity with --ctx " +
                     std::to_string(n_ctx) + " needs at least " + std::to_string(2 * n_ctx) + " (two chunks)");
     int64_t n_chunks = int64_t(tokens.size()) / n_ctx;
     if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
-    const int64_t V = ctx.model().config().vocab_size, first = n_ctx / 2;
+    const int64_t V = ctxs[0]->model().config().vocab_size, first = n_ctx / 2, P = int64_t(ctxs.size());
     PerplexityResult r;
     NllSums total;
-    std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
-    for (int64_t c = 0; c < n_chunks; ++c) {
-        std::copy_n(tokens.begin() + c * n_ctx, n_ctx, chunk.begin());
-        chunk[0] = bos;
-        ctx.reset();
-        const float* logits = ctx.eval(chunk, /*all_logits=*/true);
-        NllSums part;
-        for (int64_t j = first; j < n_ctx - 1; ++j) {
-            const double nll = token_nll(logits + j * V, V, chunk[size_t(j + 1)]);
-            part.add(nll);
-            total.add(nll);
+    std::vector<std::vector<double>> nll(static_cast<size_t>(P));  // per context: NLL of its chunk's scored tokens
+    for (int64_t c0 = 0; c0 < n_chunks; c0 += P) {
+        const int64_t batch = std::min(P, n_chunks - c0);
+        std::exception_ptr error;
+        // One chunk per context, each on its own thread (the kernels inside run on that thread).
+#pragma omp parallel for num_threads(int(batch)) schedule(static, 1) if (batch > 1)
+        for (int64_t i = 0; i < batch; ++i) {
+            try {
+                std::vector<int32_t> chunk(tokens.begin() + (c0 + i) * n_ctx, tokens.begin() + (c0 + i + 1) * n_ctx);
+                chunk[0] = bos;
+                Context& ctx = *ctxs[size_t(i)];
+                ctx.reset();
+                const float* logits = ctx.eval(chunk, /*all_logits=*/true);
+                nll[size_t(i)].clear();
+                for (int64_t j = first; j < n_ctx - 1; ++j)
+                    nll[size_t(i)].push_back(token_nll(logits + j * V, V, chunk[size_t(j + 1)]));
+            } catch (...) {
+#pragma omp critical
+                error = std::current_exception();
+            }
         }
-        r.window_ppl.push_back(std::exp(part.nll / double(part.count)));
-        r.running_ppl.push_back(std::exp(total.nll / double(total.count)));
-        r.n_windows = c + 1;
-        total.finish(&r);
-        if (progress && !progress(c + 1, n_chunks, r)) break;
+        if (error) std::rethrow_exception(error);
+        for (int64_t i = 0; i < batch; ++i) {  // in chunk order, as if one after another
+            NllSums part;
+            for (double x : nll[size_t(i)]) {
+                part.add(x);
+                total.add(x);
+            }
+            r.window_ppl.push_back(std::exp(part.nll / double(part.count)));
+            r.running_ppl.push_back(std::exp(total.nll / double(total.count)));
+            r.n_windows = c0 + i + 1;
+            total.finish(&r);
+            if (progress && !progress(c0 + i + 1, n_chunks, r)) return r;
+        }
     }
     return r;
+}
+
+PerplexityResult perplexity_chunks(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
+                                   int64_t max_chunks, const PerplexityProgress& progress) {
+    return perplexity_chunks(std::vector<Context*>{&ctx}, tokens, n_ctx, bos, max_chunks, progress);
 }
 
 PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int64_t stride,

@@ -29,6 +29,11 @@ double token_nll(const float* logits, int64_t n_vocab, int32_t target);
 // tokens n_ctx/2+1 .. n_ctx-1 of each chunk is scored. Needs at least 2 * n_ctx tokens.
 PerplexityResult perplexity_chunks(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
                                    int64_t max_chunks, const PerplexityProgress& progress = nullptr);
+// The same, with several contexts of one model: consecutive chunks run at once, one per context on its own
+// thread (no synchronisation inside a chunk), and are accumulated in order, so the figures are the same.
+PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std::vector<int32_t>& tokens,
+                                   int64_t n_ctx, int32_t bos, int64_t max_chunks,
+                                   const PerplexityProgress& progress = nullptr);
 
 // Sliding window: windows of n_ctx tokens starting every `stride` tokens; each token after the first is
 // scored exactly once, in the first window that contains it with the most left context the stride allows.

@@ -1,4 +1,5 @@
 // plainllama perplexity: llama.cpp's chunked perplexity (or a sliding window) of a text file.
+#include <omp.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -61,7 +62,16 @@ Run add_perplexity(CLI::App& app) {
         if (!quiet)
             std::fprintf(stderr, "tokenized %s: %zu tokens in %.2f s\n", o->file.c_str(), tokens.size(),
                          now_seconds() - t0);
-        Context ctx(*l.model, ContextParams{o->ctx, std::min(o->batch, o->ctx)});
+        // llama.cpp's method runs one chunk per thread (each context single-threaded inside); the sliding
+        // window, whose windows are few and long, one context with all threads.
+        const int threads = omp_get_max_threads();
+        std::vector<std::unique_ptr<Context>> contexts;
+        std::vector<Context*> ctx_ptrs;
+        for (int i = 0; i < (o->stride > 0 ? 1 : threads); ++i) {
+            contexts.push_back(std::make_unique<Context>(*l.model, ContextParams{o->ctx, std::min(o->batch, o->ctx)}));
+            ctx_ptrs.push_back(contexts.back().get());
+        }
+        Context& ctx = *contexts[0];
         t0 = now_seconds();
         install_sigint_handler();
         auto progress = [&](int64_t i, int64_t total, const PerplexityResult& r) {
@@ -78,7 +88,7 @@ Run add_perplexity(CLI::App& app) {
         };
         const int32_t bos = l.tokenizer->bos_id() >= 0 ? l.tokenizer->bos_id() : int32_t(c.bos_token_id);
         const PerplexityResult r = o->stride > 0 ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress)
-                                                 : perplexity_chunks(ctx, tokens, o->ctx, bos, o->chunks, progress);
+                                                 : perplexity_chunks(ctx_ptrs, tokens, o->ctx, bos, o->chunks, progress);
         const double secs = now_seconds() - t0;
         const int64_t evaluated = r.n_windows * o->ctx;
         if (!quiet) {
