@@ -43,7 +43,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
     const float scale = 1.0f / std::sqrt(float(hd));
     const int64_t per_thread = attention_scratch_per_thread(T, ctx, hd);
     if (T == 1) {
-#pragma omp parallel for schedule(static) if (n_heads * n_keys * hd >= (1 << 15))
+#pragma omp parallel for schedule(static) if (n_heads * n_keys * hd >= (1 << 17))
         for (int64_t h = 0; h < n_heads; ++h) {
             const int64_t g = h / group;
             attend_one(out + h * hd, q + h * hd, k_cache + g * ctx * hd, v_cache + g * ctx * hd, n_keys, hd, scale,
@@ -51,7 +51,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         }
         return;
     }
-#pragma omp parallel for schedule(dynamic, 1) if (T * n_keys * hd >= (1 << 15))
+#pragma omp parallel for schedule(dynamic, 1) if (T * n_keys * hd >= (1 << 17))
     for (int64_t h = 0; h < n_heads; ++h) {
         const int64_t g = h / group;
         const float* K = k_cache + g * ctx * hd;  // [n_keys, hd] used
