@@ -149,7 +149,7 @@ Run add_chat(CLI::App& app) {
             if (interactive) err("/help for commands; Ctrl-D exits");
         }
 
-        install_sigint_handler();
+        install_sigint_handler(/*restart_io=*/false);
         LineReader reader;
         ChatTurn last;
         bool have_last = false;

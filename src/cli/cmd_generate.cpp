@@ -44,13 +44,13 @@ Run add_generate(CLI::App& app) {
         Sampler sampler(sp);
         StreamDecoder decoder(*l.tokenizer);
         std::string text;  // the continuation
+        install_sigint_handler(/*restart_io=*/true);  // before the first write: Ctrl-C while output is blocked also stops cleanly
         std::string echoed;
         for (int32_t id : tokens) echoed += decoder.push(id);
         if (!o->json) {
             std::fwrite(echoed.data(), 1, echoed.size(), stdout);
             std::fflush(stdout);
         }
-        install_sigint_handler();
         const GenerateStats st = generate(
             ctx, sampler, decoder, tokens, o->n_predict, eos_ids(l.model->config(), *l.tokenizer),
             [&](int32_t, const std::string& piece) {

@@ -73,7 +73,7 @@ Run add_perplexity(CLI::App& app) {
         }
         Context& ctx = *contexts[0];
         t0 = now_seconds();
-        install_sigint_handler();
+        install_sigint_handler(/*restart_io=*/true);
         auto progress = [&](int64_t i, int64_t total, const PerplexityResult& r) {
             if (!quiet) {
                 if (tty) std::fprintf(stderr, "\r\033[K");

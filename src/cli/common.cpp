@@ -21,9 +21,10 @@ void on_sigint(int) {
 }
 }  // namespace
 
-void install_sigint_handler() {
+void install_sigint_handler(bool restart_io) {
     struct sigaction sa {};
     sa.sa_handler = on_sigint;
+    sa.sa_flags = restart_io ? SA_RESTART : 0;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);
 }

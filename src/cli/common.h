@@ -42,9 +42,11 @@ std::string read_prompt(const std::string& prompt, const std::string& file, bool
 // Offset of the first byte that is not part of a valid UTF-8 sequence, or npos.
 size_t invalid_utf8_at(const std::string& s);
 
-// Set by SIGINT (Ctrl-C) while installed; a second Ctrl-C exits at once.
+// Set by SIGINT (Ctrl-C) while installed; a second Ctrl-C exits at once. With restart_io, a read or write
+// that the signal interrupts is restarted (nothing printed is lost); without, it fails with EINTR (so a
+// Ctrl-C can end a wait for input).
 extern std::atomic<bool> g_interrupted;
-void install_sigint_handler();
+void install_sigint_handler(bool restart_io);
 
 double now_seconds();
 // "prompt eval time =  12.34 ms /    6 tokens (  2.06 ms per token,  486.23 tokens per second)"

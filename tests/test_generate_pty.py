@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""`plainllama generate` on a pseudo-terminal: Ctrl-C stops generation cleanly, printing what was generated
+and the timings, with exit status 130.
+
+stories260K generates its whole context in well under a second, too fast to interrupt by timing, so the
+terminal's output is stopped first (Ctrl-S): generate blocks writing its first piece; the Ctrl-C interrupts
+that write and the line discipline restarts output. (The same technique as test_chat_pty.py.)
+Last line: "N passed, N failed".
+"""
+import os
+import pty
+import re
+import select
+import sys
+import time
+import unittest
+
+SOURCE_DIR = os.environ.get("PLAINLLAMA_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DIR = os.environ.get("PLAINLLAMA_SHARED_DIR") or os.path.join(SOURCE_DIR, "..", "shared")
+BINARY = os.environ.get("PLAINLLAMA_BINARY") or os.path.join(SOURCE_DIR, "build", "plainllama")
+MODEL = os.path.join(SHARED_DIR, "models", "stories260K")
+
+
+def run_interrupted(args):
+    pid, fd = pty.fork()
+    if pid == 0:
+        time.sleep(0.5)  # let the parent stop the terminal's output first
+        os.environ["OMP_WAIT_POLICY"] = "passive"
+        os.execv(BINARY, [BINARY, *args])
+    os.write(fd, b"\x13")  # Ctrl-S
+    time.sleep(1.5)        # generate starts and blocks on its first write
+    os.write(fd, b"\x03")  # Ctrl-C
+    out, status, deadline = b"", None, time.monotonic() + 20
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                data = b""
+            out += data
+            if not data and status is not None:
+                break
+        if status is None:
+            p, st = os.waitpid(pid, os.WNOHANG)
+            if p:
+                status = os.waitstatus_to_exitcode(st)
+        elif not r:
+            break
+    if status is None:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    os.close(fd)
+    return status, out.decode(errors="replace")
+
+
+@unittest.skipUnless(os.path.exists(BINARY), "no plainllama binary (set PLAINLLAMA_BINARY)")
+class GeneratePty(unittest.TestCase):
+    def test_ctrl_c_stops_generation_and_prints_timings(self):
+        status, out = run_interrupted(["generate", "-m", MODEL, "-p", "Once upon a time", "-n", "-1", "--temp", "0",
+                                       "-t", "1"])
+        self.assertEqual(status, 130, out)
+        self.assertIn("[interrupted]", out)
+        self.assertIn("Once upon a time", out)
+        m = re.search(r"eval time =\s+[\d.]+ ms /\s+(\d+) tokens", out)
+        self.assertIsNotNone(m, out)
+        self.assertLess(int(m.group(1)), 100, "generation was not stopped early: " + out)
+
+
+if __name__ == "__main__":
+    result = unittest.main(exit=False, verbosity=2).result
+    failed = len(result.failures) + len(result.errors)
+    print(f"{result.testsRun - failed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
