@@ -140,52 +140,30 @@ void rmsnorm_x(X* y, const X* x, const void* w, DType wt, int64_t rows, int64_t 
 // Rows r0 .. r1-1 of out = W x, on the calling thread.
 template <class T>
 void matvec_rows(float* out, const float* x, const T* W, int64_t K, int64_t r0, int64_t r1) {
-    {
-        int64_t r = r0;
+    for (int64_t r = r0; r < r1; ++r) {
+        const T* w = W + r * K;
 #ifdef PL_AVX512
-        for (; r + 4 <= r1; r += 4) {
-            const T* w0 = W + r * K;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            int64_t k = 0;
-            for (; k + 16 <= K; k += 16) {
-                const __m512 xv = _mm512_loadu_ps(x + k);
-                a0 = _mm512_fmadd_ps(load16(w0 + k), xv, a0);
-                a1 = _mm512_fmadd_ps(load16(w0 + K + k), xv, a1);
-                a2 = _mm512_fmadd_ps(load16(w0 + 2 * K + k), xv, a2);
-                a3 = _mm512_fmadd_ps(load16(w0 + 3 * K + k), xv, a3);
-            }
-            if (k < K) {
-                const __mmask16 m = tail_mask(K - k);
-                const __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
-                a0 = _mm512_fmadd_ps(load16(w0 + k, m), xv, a0);
-                a1 = _mm512_fmadd_ps(load16(w0 + K + k, m), xv, a1);
-                a2 = _mm512_fmadd_ps(load16(w0 + 2 * K + k, m), xv, a2);
-                a3 = _mm512_fmadd_ps(load16(w0 + 3 * K + k, m), xv, a3);
-            }
-            out[r] = _mm512_reduce_add_ps(a0);
-            out[r + 1] = _mm512_reduce_add_ps(a1);
-            out[r + 2] = _mm512_reduce_add_ps(a2);
-            out[r + 3] = _mm512_reduce_add_ps(a3);
+        // One row at a time with 4 accumulators: a single sequential stream per thread lets the hardware
+        // prefetcher run far ahead (interleaving 4 rows measured ~40% slower on DRAM-sized matrices).
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t k = 0;
+        for (; k + 64 <= K; k += 64) {
+            a0 = _mm512_fmadd_ps(load16(w + k), _mm512_loadu_ps(x + k), a0);
+            a1 = _mm512_fmadd_ps(load16(w + k + 16), _mm512_loadu_ps(x + k + 16), a1);
+            a2 = _mm512_fmadd_ps(load16(w + k + 32), _mm512_loadu_ps(x + k + 32), a2);
+            a3 = _mm512_fmadd_ps(load16(w + k + 48), _mm512_loadu_ps(x + k + 48), a3);
         }
-        for (; r < r1; ++r) {
-            const T* w = W + r * K;
-            __m512 a = _mm512_setzero_ps();
-            int64_t k = 0;
-            for (; k + 16 <= K; k += 16) a = _mm512_fmadd_ps(load16(w + k), _mm512_loadu_ps(x + k), a);
-            if (k < K) {
-                const __mmask16 m = tail_mask(K - k);
-                a = _mm512_fmadd_ps(load16(w + k, m), _mm512_maskz_loadu_ps(m, x + k), a);
-            }
-            out[r] = _mm512_reduce_add_ps(a);
+        for (; k + 16 <= K; k += 16) a0 = _mm512_fmadd_ps(load16(w + k), _mm512_loadu_ps(x + k), a0);
+        if (k < K) {
+            const __mmask16 m = tail_mask(K - k);
+            a1 = _mm512_fmadd_ps(load16(w + k, m), _mm512_maskz_loadu_ps(m, x + k), a1);
         }
+        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 #else
-        for (; r < r1; ++r) {
-            const T* w = W + r * K;
-            float a = 0.0f;
+        float a = 0.0f;
 #pragma omp simd reduction(+ : a)
-            for (int64_t k = 0; k < K; ++k) a += to_f32(w[k]) * x[k];
-            out[r] = a;
-        }
+        for (int64_t k = 0; k < K; ++k) a += to_f32(w[k]) * x[k];
+        out[r] = a;
 #endif
     }
 }
