@@ -58,9 +58,9 @@ void convert_row(float* out, const T* src, int64_t n) {
 #ifdef PL_AVX512
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load16(src + i));
     if (i < n) _mm512_mask_storeu_ps(out + i, tail_mask(n - i), load16(src + i, tail_mask(n - i)));
-    return;
-#endif
+#else
     for (; i < n; ++i) out[i] = to_f32(src[i]);
+#endif
 }
 
 template <class T>
