@@ -29,7 +29,7 @@ int64_t get_int(const json& j, const char* key, const std::string& source, bool 
         if (required) fail(source, key, "is missing (expected an integer)");
         return fallback;
     }
-    if (!v->is_number_integer()) fail(source, key, "must be an integer, found " + v->dump());
+    if (!v->is_number_integer()) fail(source, key, "must be an integer, found " + json_brief(*v));
     int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)
                     ? INT64_MAX
                     : v->get<int64_t>();
@@ -40,23 +40,25 @@ int64_t get_int(const json& j, const char* key, const std::string& source, bool 
     return x;
 }
 
+// A positive finite number; at least `min` when min > 0.
 double get_double(const json& j, const char* key, const std::string& source, bool required,
-                  double fallback) {
+                  double fallback, double min = 0) {
     const json* v = find(j, key);
     if (!v) {
         if (required) fail(source, key, "is missing (expected a number)");
         return fallback;
     }
-    if (!v->is_number()) fail(source, key, "must be a number, found " + v->dump());
+    if (!v->is_number()) fail(source, key, "must be a number, found " + json_brief(*v));
     double x = v->get<double>();
-    if (!std::isfinite(x) || x <= 0) fail(source, key, "must be a positive number, found " + v->dump());
+    if (!std::isfinite(x) || x <= 0) fail(source, key, "must be a positive number, found " + json_brief(*v));
+    if (x < min) fail(source, key, "must be at least " + json_brief(min) + ", found " + json_brief(*v));
     return x;
 }
 
 bool get_bool(const json& j, const char* key, const std::string& source, bool fallback) {
     const json* v = find(j, key);
     if (!v) return fallback;
-    if (!v->is_boolean()) fail(source, key, "must be true or false, found " + v->dump());
+    if (!v->is_boolean()) fail(source, key, "must be true or false, found " + json_brief(*v));
     return v->get<bool>();
 }
 
@@ -67,7 +69,7 @@ constexpr int64_t kMaxPositions = int64_t(1) << 24;
 
 RopeScaling parse_rope_scaling(const json& rs, const std::string& source) {
     RopeScaling r;
-    if (!rs.is_object()) fail(source, "rope_scaling", "must be an object or null, found " + rs.dump());
+    if (!rs.is_object()) fail(source, "rope_scaling", "must be an object or null, found " + json_brief(rs));
     const json* type = find(rs, "rope_type");
     if (!type) type = find(rs, "type");
     if (!type || !type->is_string()) fail(source, "rope_scaling.rope_type", "is missing (expected a string)");
@@ -75,9 +77,11 @@ RopeScaling parse_rope_scaling(const json& rs, const std::string& source) {
     if (t == "default") return r;
     if (t != "linear" && t != "llama3")
         fail(source, "rope_scaling.rope_type",
-             "is '" + t + "'; supported: linear, llama3 (or null/default)");
+             "is " + json_brief(*type) + "; supported: linear, llama3 (or null/default)");
     r.rope_type = t;
-    r.factor = get_double(rs, "factor", source + " rope_scaling", true, 1.0);
+    // factor >= 1 (as HF's validation asks) and rope_theta >= 1 keep every RoPE frequency in [0, 1]: a base
+    // or factor near 0 would turn them into Inf and the rotation into NaN.
+    r.factor = get_double(rs, "factor", source + " rope_scaling", true, 1.0, 1.0);
     if (t == "llama3") {
         r.low_freq_factor = get_double(rs, "low_freq_factor", source + " rope_scaling", true, 1.0);
         r.high_freq_factor = get_double(rs, "high_freq_factor", source + " rope_scaling", true, 4.0);
@@ -91,6 +95,32 @@ RopeScaling parse_rope_scaling(const json& rs, const std::string& source) {
 
 }  // namespace
 
+std::string json_brief(const json& v) {
+    constexpr size_t kMaxNodes = 32, kMaxChars = 80;
+    // Count the nodes without recursion, giving up past kMaxNodes.
+    std::vector<const json*> todo = {&v};
+    size_t nodes = 0;
+    while (!todo.empty() && nodes <= kMaxNodes) {
+        const json* x = todo.back();
+        todo.pop_back();
+        ++nodes;
+        if (x->is_structured()) {
+            if (x->size() > kMaxNodes) nodes = kMaxNodes + 1;
+            else for (const json& e : *x) todo.push_back(&e);
+        }
+    }
+    std::string s;
+    if (nodes <= kMaxNodes) s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    else if (v.is_array()) s = "an array of " + std::to_string(v.size()) + " elements";
+    else s = "an object of " + std::to_string(v.size()) + " keys";
+    if (s.size() > kMaxChars) {
+        size_t cut = kMaxChars - 3;
+        while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+        s = s.substr(0, cut) + "...";
+    }
+    return s;
+}
+
 bool LlamaConfig::is_eos(int64_t id) const {
     return std::find(eos_token_id.begin(), eos_token_id.end(), id) != eos_token_id.end();
 }
@@ -99,7 +129,7 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
     if (!j.is_object()) throw Error(source + ": expected a JSON object at the top level");
     LlamaConfig c;
     if (const json* mt = find(j, "model_type"); mt && mt->is_string() && mt->get<std::string>() != "llama")
-        fail(source, "model_type", "is '" + mt->get<std::string>() + "'; only 'llama' is supported");
+        fail(source, "model_type", "is " + json_brief(*mt) + "; only \"llama\" is supported");
     c.hidden_size = get_int(j, "hidden_size", source, true, 0, 1, kMaxDim);
     c.intermediate_size = get_int(j, "intermediate_size", source, true, 0, 1, kMaxDim);
     c.num_hidden_layers = get_int(j, "num_hidden_layers", source, true, 0, 1, kMaxLayers);
@@ -132,10 +162,10 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
     // rope_theta / rope_scaling, also nested in rope_parameters (newer transformers).
     const json* rope_params = find(j, "rope_parameters");
     if (rope_params && !rope_params->is_object())
-        fail(source, "rope_parameters", "must be an object, found " + rope_params->dump());
-    if (find(j, "rope_theta")) c.rope_theta = get_double(j, "rope_theta", source, false, 10000.0);
+        fail(source, "rope_parameters", "must be an object, found " + json_brief(*rope_params));
+    if (find(j, "rope_theta")) c.rope_theta = get_double(j, "rope_theta", source, false, 10000.0, 1.0);
     else if (rope_params && find(*rope_params, "rope_theta"))
-        c.rope_theta = get_double(*rope_params, "rope_theta", source + " rope_parameters", false, 10000.0);
+        c.rope_theta = get_double(*rope_params, "rope_theta", source + " rope_parameters", false, 10000.0, 1.0);
     if (const json* rs = find(j, "rope_scaling")) c.rope_scaling = parse_rope_scaling(*rs, source);
     else if (rope_params && (find(*rope_params, "rope_type") || find(*rope_params, "type")))
         c.rope_scaling = parse_rope_scaling(*rope_params, source);
@@ -151,7 +181,7 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
         auto check = [&](const json& v) {
             if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size)
                 fail(source, "eos_token_id",
-                     "must be a token id in [0, vocab_size) or a list of them, found " + eos->dump());
+                     "must be a token id in [0, vocab_size) or a list of them, found " + json_brief(*eos));
             c.eos_token_id.push_back(v.get<int64_t>());
         };
         if (eos->is_array()) {
@@ -162,7 +192,7 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
     }
     if (const json* act = find(j, "hidden_act")) {
         if (!act->is_string() || act->get<std::string>() != "silu")
-            fail(source, "hidden_act", "is " + act->dump() + "; only \"silu\" is supported");
+            fail(source, "hidden_act", "is " + json_brief(*act) + "; only \"silu\" is supported");
     }
     if (get_bool(j, "attention_bias", source, false))
         fail(source, "attention_bias", "is true; biases in attention projections are not supported");

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "plainllama/config.h"
 #include "plainllama/error.h"
 
 namespace plainllama {
@@ -121,12 +122,12 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
         uint64_t numel = 1;
         for (const json& d : *sh) {
             if (!d.is_number_unsigned())
-                throw Error(where + ": shape " + sh->dump() + " must hold non-negative integers");
+                throw Error(where + ": shape " + json_brief(*sh) + " must hold non-negative integers");
             uint64_t dim = d.get<uint64_t>();
             if (dim > uint64_t(INT64_MAX))  // only reachable after a 0 dim; would turn negative below
-                throw Error(where + ": shape " + sh->dump() + " has a dimension past 2^63 - 1");
+                throw Error(where + ": shape " + json_brief(*sh) + " has a dimension past 2^63 - 1");
             if (!mul_checked(numel, dim, data_size, &numel))
-                throw Error(where + ": shape " + sh->dump() + " is larger than the file's data (" +
+                throw Error(where + ": shape " + json_brief(*sh) + " is larger than the file's data (" +
                             std::to_string(data_size) + " bytes)");
             v.shape.push_back(int64_t(dim));
         }
@@ -168,8 +169,13 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) {
     const fs::path index = dir / "model.safetensors.index.json";
     std::vector<std::string> shard_names;
     json weight_map;
-    if (fs::exists(index, ec)) {
+    // A name that is present, even as a dangling link or a symlink loop, is opened, so that the error says why
+    // it cannot be read instead of "missing".
+    auto present = [&](const fs::path& p) { return fs::symlink_status(p, ec).type() != fs::file_type::not_found; };
+    if (present(index)) {
         std::ifstream in(index);
+        if (!in) throw Error(index.string() + ": cannot open: " + std::strerror(errno));
+        if (!fs::is_regular_file(index, ec)) throw Error(index.string() + ": not a regular file");
         std::stringstream ss;
         ss << in.rdbuf();
         json j = json::parse(ss.str(), nullptr, false);
@@ -189,14 +195,14 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) {
                             "' must be a plain file name in the model folder");
             if (seen.insert(f).second) shard_names.push_back(f);
         }
-    } else if (fs::exists(dir / "model.safetensors", ec)) {
+    } else if (present(dir / "model.safetensors")) {
         shard_names.push_back("model.safetensors");
     } else {
         throw Error(dir.string() + ": no model.safetensors or model.safetensors.index.json");
     }
     for (const std::string& name : shard_names) {
         const fs::path p = dir / name;
-        if (!fs::exists(p, ec))
+        if (!present(p))
             throw Error((weight_map.is_null() ? p.string() : index.string() + ": shard " + name) + " does not exist");
         files_.push_back(std::make_unique<MappedFile>(p));
         contents_.push_back(parse_safetensors(files_.back()->data(), files_.back()->size(), p.string()));

@@ -67,6 +67,8 @@ bool ends_incomplete(const std::string& s) {
 }  // namespace
 
 std::string StreamDecoder::push(int32_t id) {
+    // A checkpoint may pad its embedding past the tokenizer's pieces: a sampled padding id has no text.
+    if (id >= tok_.vocab_size()) return "";
     ids_.push_back(id);
     const std::vector<int32_t> ctx(ids_.begin() + long(prefix_), ids_.begin() + long(read_));
     const std::vector<int32_t> all(ids_.begin() + long(prefix_), ids_.end());

@@ -43,4 +43,8 @@ struct LlamaConfig {
 LlamaConfig parse_config(const nlohmann::json& j, const std::string& source);
 LlamaConfig load_config(const std::filesystem::path& config_json);
 
+// v as one line of JSON of at most 80 characters, for an error message. Only small values are serialised
+// (a hostile file may nest arrays a million deep, and dump() recurses), larger ones are described.
+std::string json_brief(const nlohmann::json& v);
+
 }  // namespace plainllama

@@ -35,7 +35,7 @@ private:
 class StreamDecoder {
 public:
     explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
-    // Text that `id` completes (may be empty).
+    // Text that `id` completes (may be empty; always empty for an id past the tokenizer's pieces).
     std::string push(int32_t id);
     // Whatever is still held back (an unfinished character is emitted as decoded).
     std::string flush();

@@ -1,8 +1,11 @@
 #include "common.h"
 
 #include <csignal>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -50,6 +53,8 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
         cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings)")
             ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
     cmd->add_flag("--quiet", o.quiet, "Print nothing on stderr but errors");
+    cmd->add_flag("--check-tensors", o.check_tensors,
+                  "Scan every tensor for NaN and Inf at load; fail naming the tensor and the first bad index");
 }
 
 void add_sampling_options(CLI::App* cmd, SamplingOpts& o) {
@@ -79,11 +84,65 @@ SamplerParams resolve_sampling(const SamplingOpts& o, bool quiet) {
     return p;
 }
 
+namespace {
+
+// Index of the first of n elements whose exponent bits (mask) are all set, i.e. NaN or Inf, or -1. Blocks are
+// scanned in parallel with a branch-free test that vectorises; only the first bad block is searched again.
+template <class U>
+int64_t first_non_finite(const void* data, int64_t n, U mask) {
+    const U* p = static_cast<const U*>(data);  // the mapping or an aligned copy: aligned to sizeof(U)
+    const int64_t block = 1 << 14, blocks = (n + block - 1) / block;
+    int64_t first_block = blocks;
+#pragma omp parallel for schedule(static) reduction(min : first_block)
+    for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t end = std::min(n, (b + 1) * block);
+        int any = 0;
+        for (int64_t i = b * block; i < end; ++i) any |= (p[i] & mask) == mask;
+        if (any) first_block = std::min(first_block, b);
+    }
+    for (int64_t i = first_block * block; i < std::min(n, (first_block + 1) * block); ++i)
+        if ((p[i] & mask) == mask) return i;
+    return -1;
+}
+
+int64_t first_non_finite(const TensorView& t) {
+    switch (t.dtype) {
+        case DType::F32: return first_non_finite<uint32_t>(t.data, t.numel(), 0x7f800000u);
+        case DType::F16: return first_non_finite<uint16_t>(t.data, t.numel(), 0x7c00u);
+        case DType::BF16: return first_non_finite<uint16_t>(t.data, t.numel(), 0x7f80u);
+    }
+    return -1;
+}
+
+// Every tensor of the checkpoint, for --check-tensors.
+void check_tensors(const Checkpoint& ckpt) {
+    for (const auto& [name, t] : ckpt.tensors()) {
+        const int64_t i = first_non_finite(t);
+        if (i < 0) continue;
+        float v;
+        if (t.dtype == DType::F32) {
+            std::memcpy(&v, static_cast<const uint8_t*>(t.data) + 4 * i, 4);
+        } else {
+            uint16_t h;
+            std::memcpy(&h, static_cast<const uint8_t*>(t.data) + 2 * i, 2);
+            v = t.dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+        }
+        std::string at = std::to_string(i);
+        if (t.shape.size() == 2)
+            at += " (row " + std::to_string(i / t.shape[1]) + ", column " + std::to_string(i % t.shape[1]) + ")";
+        throw Error(t.file + ": tensor '" + printable(name) + "' " + t.shape_str() + " has " +
+                    (std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf") + " at index " + at + " (--check-tensors)");
+    }
+}
+
+}  // namespace
+
 Loaded load(const ModelOpts& o) {
     set_threads(o.threads > 0 ? o.threads : physical_cores());
     Loaded l;
     const double t0 = now_seconds();
     l.model = std::make_unique<Model>(o.model);
+    if (o.check_tensors) check_tensors(l.model->checkpoint());
     l.tokenizer = std::make_unique<Tokenizer>(std::filesystem::path(o.model) / "tokenizer.model");
     if (l.tokenizer->vocab_size() > l.model->config().vocab_size)
         throw Error(o.model + "/tokenizer.model: has " + std::to_string(l.tokenizer->vocab_size()) +

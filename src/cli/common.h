@@ -17,6 +17,7 @@ struct ModelOpts {
     int threads = 0;       // 0 = physical cores
     int64_t ctx_size = 0;  // 0 = max_position_embeddings
     bool quiet = false;
+    bool check_tensors = false;  // scan every tensor for NaN/Inf at load
 };
 void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx = true);
 
