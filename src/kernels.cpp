@@ -11,6 +11,7 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // GCC 12 flags the intrinsics' own _mm512_undefined_* temporaries (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #define PL_AVX512 1
 #endif
@@ -79,7 +80,7 @@ void store_row<BF16>(BF16* out, const float* src, int64_t n) {
 // e^x within ~2 ulp (0 below -87.33, inf above 88.37), written so that loops over it vectorise: x = n ln2 + r (Cody-Waite), |r| <= ln2/2,
 // e^r by its Taylor polynomial to degree 7, times 2^n built in the exponent bits.
 inline float exp_f32(float x_in) {
-    const float x = std::min(std::max(x_in, -87.33f), 88.37f);
+    const float x = std::min(88.37f, std::max(-87.33f, x_in));  // NaN -> -87.33: the int conversion stays defined
     const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round to nearest
     const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
     float p = 1.0f / 5040.0f;
@@ -94,7 +95,7 @@ inline float exp_f32(float x_in) {
     float scale;
     std::memcpy(&scale, &bits, 4);
     const float y = p * scale;
-    return x_in < -87.33f ? 0.0f : x_in > 88.37f ? HUGE_VALF : y;  // underflow to 0, overflow to inf
+    return x_in < -87.33f ? 0.0f : x_in > 88.37f ? HUGE_VALF : x_in == x_in ? y : x_in;  // 0, inf; NaN stays NaN
 }
 
 // ---- RMSNorm ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #include "plainllama/model.h"
 
 #include <omp.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <new>
@@ -41,6 +42,18 @@ void alloc(std::vector<T>* v, size_t n, const char* what) {
     }
 }
 
+// RAM + swap in bytes, 0 when unknown.
+uint64_t memory_bytes() {
+    struct sysinfo si {};
+    if (::sysinfo(&si) != 0) return 0;
+    return (uint64_t(si.totalram) + uint64_t(si.totalswap)) * si.mem_unit;
+}
+
+// "4096.0 GiB"
+std::string gib(uint64_t bytes) {
+    return std::to_string(bytes >> 30) + "." + std::to_string((bytes >> 20 & 1023) * 10 / 1024) + " GiB";
+}
+
 }  // namespace
 
 void Context::project(float* out, const float* x, const Weight& w, int64_t T) const {
@@ -58,6 +71,13 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
     exact_ = p.exact;
     const size_t kv = size_t(c.num_key_value_heads * c.head_dim), qd = size_t(c.num_attention_heads * c.head_dim);
     const size_t kv_elems = size_t(c.num_hidden_layers) * kv * size_t(n_ctx_);
+    // Checked before allocating: with overcommit a too-large cache "succeeds" and the process is killed when
+    // the zero fill touches it.
+    const uint64_t kv_bytes = 2 * uint64_t(kv_elems) * sizeof(float), mem = memory_bytes();  // <= 2^59
+    if (mem > 0 && kv_bytes > mem)
+        throw Error("the KV cache needs " + gib(kv_bytes) + " (2 x " + std::to_string(c.num_hidden_layers) +
+                    " layers x " + std::to_string(n_ctx_) + " positions x " + std::to_string(kv) +
+                    " x 4 bytes) but this machine has " + gib(mem) + " of RAM + swap; lower -c/--ctx-size");
     alloc(&k_cache_, kv_elems, "KV cache");
     alloc(&v_cache_, kv_elems, "KV cache");
     rope_tables(rope_inv_freq(c), n_ctx_, &rope_cos_, &rope_sin_);
