@@ -173,3 +173,26 @@ TEST(ChatCli, InvalidFlags) {
 
 }  // namespace
 }  // namespace plainllama
+
+namespace plainllama {
+namespace {
+
+// A 1 MB line (far more tokens than the context) and a binary line with NUL and control bytes: each refused
+// or handled with a message, and the session goes on to answer the next line as a fresh session would.
+TEST(ChatCliHostile, HugeAndBinaryLines) {
+    std::string huge;
+    while (huge.size() < (1u << 20)) huge += "Once upon a time ";
+    const std::string binary("\x01\x02\x00\x7f\x1b[2J\x00zz", 11);
+    const auto fresh = run_binary({"chat", "-m", test::model_dir().string(), "--temp", "0", "-t", "1", "-n", "20",
+                                   "--quiet"},
+                                  "The dog\n");
+    const auto r = run_binary({"chat", "-m", test::model_dir().string(), "--temp", "0", "-t", "1", "-n", "20"},
+                              huge + "\n" + binary + "\n/reset\nThe dog\n");
+    ASSERT_EQ(r.status, 0) << r.err.substr(0, 2000);
+    EXPECT_LT(r.err.size(), 4000u) << "the huge line must not be echoed back";
+    ASSERT_GE(r.out.size(), fresh.out.size());
+    EXPECT_EQ(r.out.substr(r.out.size() - fresh.out.size()), fresh.out);
+}
+
+}  // namespace
+}  // namespace plainllama
