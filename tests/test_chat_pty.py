@@ -115,6 +115,25 @@ class ChatPty(unittest.TestCase):
         c.send(CTRL_C)
         self.assertEqual(c.wait(), 130, c.out.decode(errors="replace"))
 
+    def test_huge_and_binary_lines(self):
+        # A 1 MB line (the terminal's line discipline keeps the first 4095 bytes of a canonical line) and a
+        # line of binary bytes (no signal or EOF characters): each answered or refused, and the session goes on.
+        c = Chat("-n", "8")
+        pos = c.expect(b"> ")
+        chunk = b"Once upon a time " * 64
+        for _ in range((1 << 20) // len(chunk)):
+            c.send(chunk)
+            c._read(0)  # keep draining whatever the chat prints
+        c.send(b"\n")
+        pos = c.expect(b"> ", pos, timeout=30)
+        c.send(b"\x01\x02\x05\x7f\xff\xfe\x80zz\n")
+        pos = c.expect(b"> ", pos)
+        c.send(b"The dog\n")
+        pos = c.expect(b"> ", pos)
+        self.assertIsNone(c.poll())
+        c.send(CTRL_D)
+        self.assertEqual(c.wait(), 0, c.out[-2000:].decode(errors="replace"))
+
     def test_prompt_only_on_a_terminal(self):
         c = Chat("-n", "4", "--quiet")
         pos = c.expect(b"> ")
