@@ -551,37 +551,8 @@ TEST(Hostile, TokenIdPastTheVocabulary) {
 
 // ---- memory --------------------------------------------------------------------------------------------
 
-// Runs the binary with its address space limited to `as_bytes` (0: no limit), so that a machine that
-// overcommits memory cannot let the process touch terabytes.
 RunResult run_limited(const std::vector<std::string>& args, uint64_t as_bytes) {
-    TempDir tmp;
-    const fs::path out = tmp / "stdout", err = tmp / "stderr";
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        if (as_bytes) {
-            struct rlimit rl = {as_bytes, as_bytes};
-            ::setrlimit(RLIMIT_AS, &rl);
-        }
-        const int fi = ::open("/dev/null", O_RDONLY), fo = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600),
-                  fe = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        ::dup2(fi, 0);
-        ::dup2(fo, 1);
-        ::dup2(fe, 2);
-        std::vector<std::string> argv_s = {test::binary().string()};
-        argv_s.insert(argv_s.end(), args.begin(), args.end());
-        std::vector<char*> argv;
-        for (auto& a : argv_s) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        ::execv(argv[0], argv.data());
-        ::_exit(127);
-    }
-    int st = 0;
-    ::waitpid(pid, &st, 0);
-    RunResult r;
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    r.out = test::read_file(out);
-    r.err = test::read_file(err);
-    return r;
+    return test::run_binary(args, "", as_bytes);
 }
 
 // A small model whose KV cache at max_position_embeddings = 2^24 is 4 TiB:

@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,12 +94,16 @@ std::string drain(int fd) {
 
 }  // namespace
 
-RunResult run_binary(const std::vector<std::string>& args, const std::string& input) {
+RunResult run_binary(const std::vector<std::string>& args, const std::string& input, uint64_t address_space_bytes) {
     TempDir tmp;
     const fs::path in = tmp / "stdin", out = tmp / "stdout", err = tmp / "stderr";
     write_file(in, input);
     const pid_t pid = ::fork();
     if (pid == 0) {
+        if (address_space_bytes) {
+            struct rlimit rl = {address_space_bytes, address_space_bytes};
+            ::setrlimit(RLIMIT_AS, &rl);
+        }
         const int fi = ::open(in.c_str(), O_RDONLY), fo = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600),
                   fe = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         ::dup2(fi, 0);

@@ -74,7 +74,9 @@ struct RunResult {
     int status = -1;  // exit status, or 128 + signal
     std::string out, err;
 };
-// Runs the plainllama binary with args (no shell), stdin from `input`.
-RunResult run_binary(const std::vector<std::string>& args, const std::string& input = "");
+// Runs the plainllama binary with args (no shell), stdin from `input`; with its address space limited to
+// `address_space_bytes` when not 0 (so an overcommitting machine cannot let it touch terabytes).
+RunResult run_binary(const std::vector<std::string>& args, const std::string& input = "",
+                     uint64_t address_space_bytes = 0);
 
 }  // namespace plainllama::test
