@@ -51,6 +51,9 @@ inline __m512 load16(const BF16* p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 inline __mmask16 tail_mask(int64_t n) { return __mmask16((1u << n) - 1u); }
+// A pair of BF16 values (k, k+1) kept as one 32-bit word: loaded as raw bits, for the vdpbf16ps GEMM.
+struct BF16Pair { uint32_t bits; };
+inline __m512 load16(const BF16Pair* p, __mmask16 m) { return _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, p)); }
 #endif
 
 template <class T>
@@ -227,7 +230,8 @@ inline void transpose16x16(__m512 r[16]) {
 }
 #endif
 
-// Wp[k, j] = W[n0 + j, k0 + k] as f32 for k < kc, j < kNR (zero for rows j >= nr).
+// Wp[k, j] = W[n0 + j, k0 + k] as f32 for k < kc, j < kNR (zero for rows j >= nr). With T = BF16Pair the
+// 32-bit pairs are moved as they are (k counting pairs).
 template <class T>
 void pack_block(float* Wp, const T* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
 #ifdef PL_AVX512
@@ -255,29 +259,43 @@ void pack_block(float* Wp, const T* W, int64_t K, int64_t n0, int64_t nr, int64_
 #endif
 }
 
+#ifdef PL_AVX512
+// An MR x kNR tile of out in registers, columns masked to nr; starts from out when accumulating.
+template <int MR>
+struct OutTile {
+    __m512 acc0[MR], acc1[MR];
+    __mmask16 m0, m1;
+    OutTile(const float* out, int64_t ldo, int64_t nr, bool accumulate)
+        : m0(nr >= 16 ? __mmask16(0xffff) : tail_mask(nr)),
+          m1(nr >= 32 ? __mmask16(0xffff) : nr > 16 ? tail_mask(nr - 16) : __mmask16(0)) {
+        for (int i = 0; i < MR; ++i) {
+            acc0[i] = accumulate ? _mm512_maskz_loadu_ps(m0, out + i * ldo) : _mm512_setzero_ps();
+            acc1[i] = accumulate ? _mm512_maskz_loadu_ps(m1, out + i * ldo + 16) : _mm512_setzero_ps();
+        }
+    }
+    void store(float* out, int64_t ldo) const {
+        for (int i = 0; i < MR; ++i) {
+            _mm512_mask_storeu_ps(out + i * ldo, m0, acc0[i]);
+            _mm512_mask_storeu_ps(out + i * ldo + 16, m1, acc1[i]);
+        }
+    }
+};
+#endif
+
 template <int MR>
 void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const float* Wp, int64_t kc, int64_t nr,
                 bool accumulate) {
 #ifdef PL_AVX512
-    const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : tail_mask(nr);
-    const __mmask16 m1 = nr >= 32 ? __mmask16(0xffff) : nr > 16 ? tail_mask(nr - 16) : __mmask16(0);
-    __m512 acc0[MR], acc1[MR];
-    for (int i = 0; i < MR; ++i) {
-        acc0[i] = accumulate ? _mm512_maskz_loadu_ps(m0, out + i * ldo) : _mm512_setzero_ps();
-        acc1[i] = accumulate ? _mm512_maskz_loadu_ps(m1, out + i * ldo + 16) : _mm512_setzero_ps();
-    }
+    OutTile<MR> c(out, ldo, nr, accumulate);
     for (int64_t k = 0; k < kc; ++k) {
         const __m512 w0 = _mm512_load_ps(Wp + k * kNR), w1 = _mm512_load_ps(Wp + k * kNR + 16);
         for (int i = 0; i < MR; ++i) {
             const __m512 xb = _mm512_set1_ps(x[i * ldx + k]);
-            acc0[i] = _mm512_fmadd_ps(xb, w0, acc0[i]);
-            acc1[i] = _mm512_fmadd_ps(xb, w1, acc1[i]);
+            c.acc0[i] = _mm512_fmadd_ps(xb, w0, c.acc0[i]);
+            c.acc1[i] = _mm512_fmadd_ps(xb, w1, c.acc1[i]);
         }
     }
-    for (int i = 0; i < MR; ++i) {
-        _mm512_mask_storeu_ps(out + i * ldo, m0, acc0[i]);
-        _mm512_mask_storeu_ps(out + i * ldo + 16, m1, acc1[i]);
-    }
+    c.store(out, ldo);
 #else
     float acc[MR][kNR];
     for (int i = 0; i < MR; ++i)
@@ -344,43 +362,20 @@ void gemm(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t
 #define PL_BF16_DOT 1
 constexpr int64_t kKCP = 128;  // k pairs per packed block
 
-void pack_block_pairs(uint32_t* Wp, const uint32_t* W, int64_t Kp, int64_t n0, int64_t nr, int64_t p0, int64_t pc) {
-    for (int64_t j0 = 0; j0 < kNR; j0 += 16) {
-        for (int64_t p = 0; p < pc; p += 16) {
-            const int64_t m = std::min<int64_t>(16, pc - p);
-            const __mmask16 mask = tail_mask(m);
-            __m512 r[16];
-            for (int64_t i = 0; i < 16; ++i)
-                r[i] = j0 + i < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(mask, W + (n0 + j0 + i) * Kp + p0 + p))
-                                   : _mm512_setzero_ps();
-            transpose16x16(r);
-            for (int64_t i = 0; i < m; ++i) _mm512_store_ps(reinterpret_cast<float*>(Wp + (p + i) * kNR + j0), r[i]);
-        }
-    }
-}
 
 template <int MR>
 void micro_tile_bf16(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* Wp, int64_t pc,
                      int64_t nr, bool accumulate) {
-    const __mmask16 m0 = nr >= 16 ? __mmask16(0xffff) : tail_mask(nr);
-    const __mmask16 m1 = nr >= 32 ? __mmask16(0xffff) : nr > 16 ? tail_mask(nr - 16) : __mmask16(0);
-    __m512 acc0[MR], acc1[MR];
-    for (int i = 0; i < MR; ++i) {
-        acc0[i] = accumulate ? _mm512_maskz_loadu_ps(m0, out + i * ldo) : _mm512_setzero_ps();
-        acc1[i] = accumulate ? _mm512_maskz_loadu_ps(m1, out + i * ldo + 16) : _mm512_setzero_ps();
-    }
+    OutTile<MR> c(out, ldo, nr, accumulate);
     for (int64_t p = 0; p < pc; ++p) {
         const __m512bh w0 = (__m512bh)_mm512_load_si512(Wp + p * kNR), w1 = (__m512bh)_mm512_load_si512(Wp + p * kNR + 16);
         for (int i = 0; i < MR; ++i) {
             const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x[i * ldx + p]));
-            acc0[i] = _mm512_dpbf16_ps(acc0[i], xb, w0);
-            acc1[i] = _mm512_dpbf16_ps(acc1[i], xb, w1);
+            c.acc0[i] = _mm512_dpbf16_ps(c.acc0[i], xb, w0);
+            c.acc1[i] = _mm512_dpbf16_ps(c.acc1[i], xb, w1);
         }
     }
-    for (int i = 0; i < MR; ++i) {
-        _mm512_mask_storeu_ps(out + i * ldo, m0, acc0[i]);
-        _mm512_mask_storeu_ps(out + i * ldo + 16, m1, acc1[i]);
-    }
+    c.store(out, ldo);
 }
 
 // out[T, N] = bf16(x)[T, K] . W[N, K]^T for even K.
@@ -397,12 +392,12 @@ void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_
             _mm512_storeu_si512(dst + k, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k)));
         for (; k < K; ++k) dst[k] = f32_to_bf16(xr[k]);
     }
-    const uint32_t* W32 = reinterpret_cast<const uint32_t*>(W);
+    const BF16Pair* W2 = reinterpret_cast<const BF16Pair*>(W);
     for_each_tile(T_, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
         alignas(64) uint32_t Wp[kKCP * kNR];  // [pc, kNR] pairs
         for (int64_t p0 = 0; p0 < Kp; p0 += kKCP) {
             const int64_t pc = std::min(kKCP, Kp - p0);
-            pack_block_pairs(Wp, W32, Kp, n0, nr, p0, pc);
+            pack_block(reinterpret_cast<float*>(Wp), W2, Kp, n0, nr, p0, pc);
             for (int64_t t = t0; t < t1; t += kMR)
                 with_mr(int(std::min(kMR, t1 - t)), [&](auto MR) {
                     micro_tile_bf16<MR()>(out + t * N + n0, N, xb + t * Kp + p0, Kp, Wp, pc, nr, p0 > 0);
