@@ -19,31 +19,11 @@ namespace {
 
 constexpr double kU = 0x1p-24;  // unit roundoff of f32
 
-// ---- 16-bit storage decoded independently of the library -----------------------------------------
+// ---- 16-bit storage decoded independently of the library (test::decode_f16 / decode_bf16) -----------
+using test::decode_bf16;
+using test::decode_f16;
 
-double decode_f16(uint16_t h) {
-    const int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v;
-    if (e == 0)
-        v = std::ldexp(double(m), -24);
-    else if (e == 31)
-        v = m ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
-    else
-        v = std::ldexp(double(1024 + m), e - 25);
-    return s ? -v : v;
-}
 
-double decode_bf16(uint16_t h) {
-    const int s = h >> 15, e = (h >> 7) & 0xff, m = h & 0x7f;
-    double v;
-    if (e == 0)
-        v = std::ldexp(double(m), -133);
-    else if (e == 255)
-        v = m ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
-    else
-        v = std::ldexp(double(128 + m), e - 134);
-    return s ? -v : v;
-}
 
 double decode(DType t, const void* p, size_t i) {
     if (t == DType::F32) return double(static_cast<const float*>(p)[i]);

@@ -22,32 +22,11 @@ constexpr double kU = 0x1p-24;  // unit roundoff of f32
 // covers it with margin while any wrong formula (see the mistake tests) is off by far more than 1e-3.
 constexpr double kF32Rel = 1e-6;
 
-// ---- storage, decoded independently of the library's converters ---------------------------------
+// ---- storage, decoded independently of the library's converters (test::decode_f16 / decode_bf16) ----
+using test::decode_bf16;
+using test::decode_f16;
 
-double decode_f16(uint16_t h) {
-    const int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    double v;
-    if (e == 0)
-        v = std::ldexp(double(m), -24);
-    else if (e == 31)
-        v = m ? NAN : INFINITY;
-    else
-        v = std::ldexp(double(1024 + m), e - 25);
-    return s ? -v : v;
-}
 
-double decode_bf16(uint16_t h) {
-    const uint32_t u = uint32_t(h) << 16;
-    const int s = int(u >> 31), e = int((u >> 23) & 0xff), m = int((u >> 16) & 0x7f);
-    double v;
-    if (e == 0)
-        v = std::ldexp(double(m), -133);
-    else if (e == 255)
-        v = m ? NAN : INFINITY;
-    else
-        v = std::ldexp(double(128 + m), e - 134);
-    return s ? -v : v;
-}
 
 // Distance between consecutive values of type t around |v| (the binade's ulp).
 double ulp_of(DType t, double v) {

@@ -1,6 +1,9 @@
 // Helpers shared by the tests: paths to ../shared, JSON files, temp folders, running the binary.
 #pragma once
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,22 @@ inline ::testing::AssertionResult HasSubstr(const std::string& s, const std::str
 inline ::testing::AssertionResult StartsWith(const std::string& s, const std::string& prefix) {
     if (s.rfind(prefix, 0) == 0) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << "\"" << s << "\" does not start with \"" << prefix << "\"";
+}
+
+// IEEE half and bfloat16 bit patterns as doubles, decoded independently of the library's converters.
+inline double decode_f16(uint16_t h) {
+    const int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const double v = e == 0 ? std::ldexp(double(m), -24)
+                     : e == 31 ? (m ? std::numeric_limits<double>::quiet_NaN() : INFINITY)
+                               : std::ldexp(double(1024 + m), e - 25);
+    return s ? -v : v;
+}
+inline double decode_bf16(uint16_t h) {
+    const int s = h >> 15, e = (h >> 7) & 0xff, m = h & 0x7f;
+    const double v = e == 0 ? std::ldexp(double(m), -133)
+                     : e == 255 ? (m ? std::numeric_limits<double>::quiet_NaN() : INFINITY)
+                                : std::ldexp(double(128 + m), e - 134);
+    return s ? -v : v;
 }
 
 // Sets the OpenMP thread count for a scope.
