@@ -87,17 +87,7 @@ TEST_P(SharedModelTest, LoadsWithTableShapesAndFileBytes) {
     const fs::path dir = model_dir(p.folder);
     const Model model(dir);
     const LlamaConfig& c = model.config();
-    EXPECT_EQ(c.hidden_size, 64);
-    EXPECT_EQ(c.num_hidden_layers, 5);
-    EXPECT_EQ(c.num_attention_heads, 8);
-    EXPECT_EQ(c.num_key_value_heads, 4);
-    EXPECT_EQ(c.head_dim, 8);
-    EXPECT_EQ(c.intermediate_size, 172);
-    EXPECT_EQ(c.vocab_size, 512);
-    EXPECT_EQ(c.max_position_embeddings, 512);
-    EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
-    EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
-    EXPECT_TRUE(c.tie_word_embeddings);
+    test::expect_stories260K_config(c);
 
     const Checkpoint& ckpt = model.checkpoint();
     EXPECT_EQ(ckpt.tensors().size(), 47u);

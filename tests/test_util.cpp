@@ -40,6 +40,26 @@ TempDir::~TempDir() {
     fs::remove_all(path_, ec);
 }
 
+void expect_stories260K_config(const LlamaConfig& c) {
+    EXPECT_EQ(c.hidden_size, 64);
+    EXPECT_EQ(c.num_hidden_layers, 5);
+    EXPECT_EQ(c.num_attention_heads, 8);
+    EXPECT_EQ(c.num_key_value_heads, 4);
+    EXPECT_EQ(c.head_dim, 8);
+    EXPECT_EQ(c.intermediate_size, 172);
+    EXPECT_EQ(c.vocab_size, 512);
+    EXPECT_EQ(c.max_position_embeddings, 512);
+    EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+    EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+    EXPECT_EQ(c.rope_scaling.rope_type, "none");
+    EXPECT_TRUE(c.tie_word_embeddings);
+    EXPECT_EQ(c.bos_token_id, 1);
+    EXPECT_EQ(c.eos_token_id, std::vector<int64_t>{2});
+    EXPECT_TRUE(c.is_eos(2));
+    EXPECT_FALSE(c.is_eos(1));
+    EXPECT_EQ(c.hidden_act, "silu");
+}
+
 void copy_model(const fs::path& from, const fs::path& to) {
     fs::create_directories(to);
     for (const auto& e : fs::directory_iterator(from)) {

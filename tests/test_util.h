@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plainllama/config.h"
+
 namespace plainllama::test {
 
 namespace fs = std::filesystem;
@@ -72,6 +74,9 @@ public:
 private:
     fs::path path_;
 };
+
+// The config values of the shared stories260K folders (all three dtypes), as gtest expectations.
+void expect_stories260K_config(const LlamaConfig& c);
 
 // Copies a model folder's files into dir (so a test can edit one of them).
 void copy_model(const fs::path& from, const fs::path& to);
