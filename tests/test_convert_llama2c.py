@@ -11,6 +11,8 @@ import sys
 import tempfile
 import unittest
 
+import unittest_summary
+
 import numpy as np
 
 SOURCE_DIR = os.environ.get("PLAINLLAMA_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -254,15 +256,5 @@ class Checkpoints(unittest.TestCase):
             self.assertIn("rope_theta 500000", r.stderr)
 
 
-def main():
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-    skipped = len(result.skipped)
-    passed = result.testsRun - failed - skipped
-    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
-    return 0 if failed == 0 and passed > 0 else 1
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(unittest_summary.run(__name__))

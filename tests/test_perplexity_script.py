@@ -8,6 +8,8 @@ import sys
 import tempfile
 import unittest
 
+import unittest_summary
+
 SHARED = os.environ["PLAINLLAMA_SHARED_DIR"]
 BINARY = os.environ["PLAINLLAMA_BINARY"]
 SCRIPT = os.path.join(os.environ["PLAINLLAMA_SOURCE_DIR"], "scripts", "perplexity.py")
@@ -45,7 +47,4 @@ class PerplexityScript(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    result = unittest.main(exit=False, verbosity=2).result
-    failed = len(result.failures) + len(result.errors)
-    print(f"{result.testsRun - failed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    sys.exit(unittest_summary.run(__name__))
