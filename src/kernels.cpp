@@ -1,10 +1,12 @@
 #include "plainllama/kernels.h"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -51,9 +53,6 @@ inline __m512 load16(const BF16* p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
 }
 inline __mmask16 tail_mask(int64_t n) { return __mmask16((1u << n) - 1u); }
-// A pair of BF16 values (k, k+1) kept as one 32-bit word: loaded as raw bits, for the vdpbf16ps GEMM.
-struct BF16Pair { uint32_t bits; };
-inline __m512 load16(const BF16Pair* p, __mmask16 m) { return _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, p)); }
 #endif
 
 template <class T>
@@ -139,70 +138,18 @@ void rmsnorm_x(X* y, const X* x, const void* w, DType wt, int64_t rows, int64_t 
     }
 }
 
-// ---- matvec (decode): out[r] = W[r, :] . x ---------------------------------------------------
+// ---- matmul ------------------------------------------------------------------------------------
+// Every product here sums each output as one chain of fused multiply-adds over k = 0 .. K-1, in order:
+// register tiles hold kMR tokens x kNR outputs, lanes run along the outputs, and K is cut into kKC blocks
+// whose partial sums go through `out` unchanged (an f32 store and load). So an output depends only on its
+// own row of x and column of W, whatever T, the tile it lands in or the thread count.
 
-// Rows r0 .. r1-1 of out = W x, on the calling thread.
-template <class T>
-void matvec_rows(float* out, const float* x, const T* W, int64_t K, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-        const T* w = W + r * K;
-#ifdef PL_AVX512
-        // One row at a time with 4 accumulators: a single sequential stream per thread lets the hardware
-        // prefetcher run far ahead (interleaving 4 rows measured ~40% slower on DRAM-sized matrices).
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        int64_t k = 0;
-        for (; k + 64 <= K; k += 64) {
-            a0 = _mm512_fmadd_ps(load16(w + k), _mm512_loadu_ps(x + k), a0);
-            a1 = _mm512_fmadd_ps(load16(w + k + 16), _mm512_loadu_ps(x + k + 16), a1);
-            a2 = _mm512_fmadd_ps(load16(w + k + 32), _mm512_loadu_ps(x + k + 32), a2);
-            a3 = _mm512_fmadd_ps(load16(w + k + 48), _mm512_loadu_ps(x + k + 48), a3);
-        }
-        for (; k + 16 <= K; k += 16) a0 = _mm512_fmadd_ps(load16(w + k), _mm512_loadu_ps(x + k), a0);
-        if (k < K) {
-            const __mmask16 m = tail_mask(K - k);
-            a1 = _mm512_fmadd_ps(load16(w + k, m), _mm512_maskz_loadu_ps(m, x + k), a1);
-        }
-        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-#else
-        float a = 0.0f;
-#pragma omp simd reduction(+ : a)
-        for (int64_t k = 0; k < K; ++k) a += to_f32(w[k]) * x[k];
-        out[r] = a;
-#endif
-    }
-}
+constexpr int64_t kNR = kPanel, kMR = 6, kKC = 256;
+static_assert(kKC % 2 == 0, "BF16 pairs must not straddle K blocks");
 
-void matvec_rows_any(const MatmulJob& j, const float* x, int64_t K, int64_t r0, int64_t r1) {
-    switch (j.wt) {
-        case DType::F32: return matvec_rows(j.out, x, static_cast<const float*>(j.W), K, r0, r1);
-        case DType::F16: return matvec_rows(j.out, x, static_cast<const F16*>(j.W), K, r0, r1);
-        case DType::BF16: return matvec_rows(j.out, x, static_cast<const BF16*>(j.W), K, r0, r1);
-    }
-}
-
-// out_i = W_i x for every job, in one parallel region: the rows of all jobs, end to end, are cut into one
-// contiguous range per thread, so each thread streams its share of the weights once.
-void matvec_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
-    int64_t rows = 0;
-    for (int i = 0; i < n_jobs; ++i) rows += jobs[i].N;
-#pragma omp parallel if (rows * K >= kParallelWork)
-    {
-        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-        const int64_t g0 = rows * id / nt, g1 = rows * (id + 1) / nt;
-        int64_t base = 0;
-        for (int i = 0; i < n_jobs; ++i) {
-            const int64_t lo = std::max(g0, base), hi = std::min(g1, base + jobs[i].N);
-            if (lo < hi) matvec_rows_any(jobs[i], x, K, lo - base, hi - base);
-            base += jobs[i].N;
-        }
-    }
-}
-
-// ---- GEMM (prefill): out[T, N] = x[T, K] . W[N, K]^T ------------------------------------------
-// W is packed per block of kNR rows and kKC columns into f32, transposed to [kc][kNR], then a
-// kMR x kNR register tile of `out` accumulates broadcast(x[t, k]) * Wp[k, :] over k.
-
-constexpr int64_t kNR = 32, kMR = 6, kKC = 256;
+// Stored k extent of a packed panel: BF16 pairs round K up to even.
+int64_t stored_k(DType t, int64_t K) { return t == DType::BF16 ? (K + 1) / 2 * 2 : K; }
+int64_t n_panels(int64_t N) { return (N + kPanel - 1) / kPanel; }
 
 #ifdef PL_AVX512
 // r[i] = row i of a 16x16 block  ->  r[i] = column i.
@@ -228,38 +175,11 @@ inline void transpose16x16(__m512 r[16]) {
         r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
     }
 }
-#endif
 
-// Wp[k, j] = W[n0 + j, k0 + k] as f32 for k < kc, j < kNR (zero for rows j >= nr). With T = BF16Pair the
-// 32-bit pairs are moved as they are (k counting pairs).
-template <class T>
-void pack_block(float* Wp, const T* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
-#ifdef PL_AVX512
-    for (int64_t j0 = 0; j0 < kNR; j0 += 16) {
-        for (int64_t k = 0; k < kc; k += 16) {
-            const int64_t m = std::min<int64_t>(16, kc - k);
-            const __mmask16 mask = tail_mask(m);
-            __m512 r[16];
-            for (int64_t i = 0; i < 16; ++i)
-                r[i] = j0 + i < nr ? load16(W + (n0 + j0 + i) * K + k0 + k, mask) : _mm512_setzero_ps();
-            transpose16x16(r);
-            for (int64_t i = 0; i < m; ++i) _mm512_store_ps(Wp + (k + i) * kNR + j0, r[i]);
-        }
-    }
-#else
-    for (int64_t j = 0; j < kNR; ++j) {
-        if (j < nr) {
-            alignas(64) float row[kKC];
-            convert_row(row, W + (n0 + j) * K + k0, kc);
-            for (int64_t k = 0; k < kc; ++k) Wp[k * kNR + j] = row[k];
-        } else {
-            for (int64_t k = 0; k < kc; ++k) Wp[k * kNR + j] = 0.0f;
-        }
-    }
-#endif
-}
+// A BF16 pair word (k even in the low half, k+1 in the high half) as two f32 vectors.
+inline __m512 bf16_even(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
+inline __m512 bf16_odd(__m512i v) { return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u)))); }
 
-#ifdef PL_AVX512
 // An MR x kNR tile of out in registers, columns masked to nr; starts from out when accumulating.
 template <int MR>
 struct OutTile {
@@ -282,19 +202,26 @@ struct OutTile {
 };
 #endif
 
+// out[i, j] (+)= sum_{k < kc} x[i * ldx + k] * Wp[k * ldw + j]   for i < MR, j < nr <= kNR.
 template <int MR>
-void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const float* Wp, int64_t kc, int64_t nr,
-                bool accumulate) {
+void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const float* Wp, int64_t ldw, int64_t kc,
+                int64_t nr, bool accumulate) {
 #ifdef PL_AVX512
     OutTile<MR> c(out, ldo, nr, accumulate);
-    for (int64_t k = 0; k < kc; ++k) {
-        const __m512 w0 = _mm512_load_ps(Wp + k * kNR), w1 = _mm512_load_ps(Wp + k * kNR + 16);
-        for (int i = 0; i < MR; ++i) {
-            const __m512 xb = _mm512_set1_ps(x[i * ldx + k]);
-            c.acc0[i] = _mm512_fmadd_ps(xb, w0, c.acc0[i]);
-            c.acc1[i] = _mm512_fmadd_ps(xb, w1, c.acc1[i]);
+    auto run = [&](auto masked) {
+        for (int64_t k = 0; k < kc; ++k) {
+            // Masked loads cost half the speed on Zen 4: only for a partial block of a row-major B.
+            const __m512 w0 = masked() ? _mm512_maskz_loadu_ps(c.m0, Wp + k * ldw) : _mm512_loadu_ps(Wp + k * ldw);
+            const __m512 w1 = masked() ? _mm512_maskz_loadu_ps(c.m1, Wp + k * ldw + 16) : _mm512_loadu_ps(Wp + k * ldw + 16);
+            for (int i = 0; i < MR; ++i) {
+                const __m512 xb = _mm512_set1_ps(x[i * ldx + k]);
+                c.acc0[i] = _mm512_fmadd_ps(xb, w0, c.acc0[i]);
+                c.acc1[i] = _mm512_fmadd_ps(xb, w1, c.acc1[i]);
+            }
         }
-    }
+    };
+    if (nr == kNR || ldw == kNR) run(std::false_type{});  // full block, or a zero-padded panel / pack buffer
+    else run(std::true_type{});
     c.store(out, ldo);
 #else
     float acc[MR][kNR];
@@ -303,8 +230,7 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const floa
     for (int64_t k = 0; k < kc; ++k)
         for (int i = 0; i < MR; ++i) {
             const float xv = x[i * ldx + k];
-#pragma omp simd
-            for (int64_t j = 0; j < kNR; ++j) acc[i][j] += xv * Wp[k * kNR + j];
+            for (int64_t j = 0; j < nr; ++j) acc[i][j] += xv * Wp[k * ldw + j];
         }
     for (int i = 0; i < MR; ++i)
         for (int64_t j = 0; j < nr; ++j) out[i * ldo + j] = acc[i][j];
@@ -324,8 +250,17 @@ void with_mr(int mr, F&& f) {
     }
 }
 
-// tile(t0, t1, n0, nr) for every (token chunk, block of kNR rows of W) of out [T, N], over the threads.
-// Tokens are split too when there are few row blocks, so every thread has work.
+// out[t0 .. t1-1, n0 .. n0+nr-1] for one K block: Wp [kc][ldw] holds W's block transposed (k-major).
+void tile_rows(float* out, int64_t N, const float* x, int64_t K, const float* Wp, int64_t ldw, int64_t t0, int64_t t1,
+               int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
+    for (int64_t t = t0; t < t1; t += kMR)
+        with_mr(int(std::min(kMR, t1 - t)), [&](auto MR) {
+            micro_tile<MR()>(out + t * N + n0, N, x + t * K + k0, K, Wp, ldw, kc, nr, k0 > 0);
+        });
+}
+
+// tile(t0, t1, n0, nr) for every (token chunk, block of kNR outputs) of out [T, N], over the threads.
+// Tokens are split too when there are few output blocks, so every thread has work.
 template <class Tile>
 void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
     const int64_t n_blocks = (N + kNR - 1) / kNR, threads = omp_get_max_threads();
@@ -339,29 +274,170 @@ void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
             tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
 }
 
+// ---- packed weights --------------------------------------------------------------------------
+
+#ifdef PL_AVX512
+// 16 elements of 32 or 16 bits as the bits of 16 32-bit lanes, and back: moved, never converted.
+inline __m512 load_bits(const uint32_t* p, __mmask16 m) { return _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, p)); }
+inline __m512 load_bits(const uint16_t* p, __mmask16 m) {
+    return _mm512_castsi512_ps(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)));
+}
+inline void store_bits(uint32_t* p, __m512 v) { _mm512_storeu_si512(p, _mm512_castps_si512(v)); }
+inline void store_bits(uint16_t* p, __m512 v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_castps_si512(v)));
+}
+#endif
+
+// Rows n0 .. n0+nr-1 (nr <= kNR), columns k0 .. k0+kc-1 of a row-major [*, K] matrix of 32- or 16-bit elements,
+// transposed into Wp [kc][kNR]; rows past nr are zero.
+template <class E>
+void pack_block(E* Wp, const E* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
+#ifdef PL_AVX512
+    for (int64_t j0 = 0; j0 < kNR; j0 += 16) {
+        for (int64_t k = 0; k < kc; k += 16) {
+            const int64_t m = std::min<int64_t>(16, kc - k);
+            const __mmask16 mask = tail_mask(m);
+            __m512 r[16];
+            for (int64_t i = 0; i < 16; ++i)
+                r[i] = j0 + i < nr ? load_bits(W + (n0 + j0 + i) * K + k0 + k, mask) : _mm512_setzero_ps();
+            transpose16x16(r);
+            for (int64_t i = 0; i < m; ++i) store_bits(Wp + (k + i) * kNR + j0, r[i]);
+        }
+    }
+#else
+    for (int64_t k = 0; k < kc; ++k)
+        for (int64_t j = 0; j < kNR; ++j) Wp[k * kNR + j] = j < nr ? W[(n0 + j) * K + k0 + k] : E(0);
+#endif
+}
+
+// BF16 with an odd K: rows are not 32-bit aligned, so the pairs are assembled one value at a time.
+void pack_bf16_odd(uint16_t* dst, const uint16_t* W, int64_t N, int64_t K) {
+    const int64_t Ks = K + 1;
+    for (int64_t p = 0; p < n_panels(N); ++p)
+        for (int64_t j = 0; j < kPanel; ++j)
+            for (int64_t k = 0; k < Ks; ++k) {
+                const int64_t r = p * kPanel + j;
+                dst[p * kPanel * Ks + (k / 2) * 2 * kPanel + j * 2 + k % 2] = r < N && k < K ? W[r * K + k] : 0;
+            }
+}
+
+// Panel block [k0, k0 + kc) of a packed panel P as f32 [kc][kNR]: the panel itself for F32, else converted into
+// buf (16-bit values widen exactly).
+const float* panel_f32(float* /*buf*/, const float* P, int64_t k0, int64_t /*kc*/) { return P + k0 * kNR; }
+const float* panel_f32(float* buf, const F16* P, int64_t k0, int64_t kc) {
+    convert_row(buf, P + k0 * kNR, kc * kNR);
+    return buf;
+}
+const float* panel_f32(float* buf, const BF16* P, int64_t k0, int64_t kc) {  // pairs; k0 even
+#ifdef PL_AVX512
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(P) + k0 / 2 * kNR;
+    for (int64_t k = 0; k < kc; k += 2, w += kNR)
+        for (int64_t j = 0; j < kNR; j += 16) {
+            const __m512i v = _mm512_loadu_si512(w + j);
+            _mm512_store_ps(buf + k * kNR + j, bf16_even(v));
+            _mm512_store_ps(buf + (k + 1) * kNR + j, bf16_odd(v));  // buf has room for an odd kc's pad row
+        }
+#else
+    for (int64_t k = 0; k < kc; ++k)
+        for (int64_t j = 0; j < kNR; ++j) buf[k * kNR + j] = to_f32(P[(k0 + k) / 2 * 2 * kNR + j * 2 + (k0 + k) % 2]);
+#endif
+    return buf;
+}
+
+// Decode: out[32p .. 32p+31] = W x for panels p0 .. p1-1, each output one fma chain over k.
 template <class T>
-void gemm(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K) {
+void matvec_panels(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
+    const int64_t Ks = stored_k(std::is_same_v<T, BF16> ? DType::BF16 : DType::F32, K);
+    for (int64_t p = p0; p < p1; ++p) {
+        const T* P = W + p * kPanel * Ks;
+        const int64_t nr = std::min(kPanel, N - p * kPanel);
+#ifdef PL_AVX512
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        if constexpr (std::is_same_v<T, BF16>) {
+            const uint32_t* w = reinterpret_cast<const uint32_t*>(P);
+            int64_t k = 0;
+            for (; k + 2 <= K; k += 2, w += kNR) {
+                const __m512i v0 = _mm512_loadu_si512(w), v1 = _mm512_loadu_si512(w + 16);
+                const __m512 xe = _mm512_set1_ps(x[k]), xo = _mm512_set1_ps(x[k + 1]);
+                a0 = _mm512_fmadd_ps(xe, bf16_even(v0), a0);
+                a1 = _mm512_fmadd_ps(xe, bf16_even(v1), a1);
+                a0 = _mm512_fmadd_ps(xo, bf16_odd(v0), a0);
+                a1 = _mm512_fmadd_ps(xo, bf16_odd(v1), a1);
+            }
+            if (k < K) {
+                const __m512 xe = _mm512_set1_ps(x[k]);
+                a0 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w)), a0);
+                a1 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w + 16)), a1);
+            }
+        } else {
+            for (int64_t k = 0; k < K; ++k) {
+                const __m512 xb = _mm512_set1_ps(x[k]);
+                a0 = _mm512_fmadd_ps(xb, load16(P + k * kNR), a0);
+                a1 = _mm512_fmadd_ps(xb, load16(P + k * kNR + 16), a1);
+            }
+        }
+        float* o = out + p * kPanel;
+        _mm512_mask_storeu_ps(o, nr >= 16 ? __mmask16(0xffff) : tail_mask(nr), a0);
+        if (nr > 16) _mm512_mask_storeu_ps(o + 16, nr >= 32 ? __mmask16(0xffff) : tail_mask(nr - 16), a1);
+#else
+        float acc[kNR] = {};
+        for (int64_t k = 0; k < K; ++k) {
+            const float xv = x[k];
+            for (int64_t j = 0; j < kNR; ++j)
+                acc[j] += xv * to_f32(std::is_same_v<T, BF16> ? P[k / 2 * 2 * kNR + j * 2 + k % 2] : P[k * kNR + j]);
+        }
+        std::copy(acc, acc + nr, out + p * kPanel);
+#endif
+    }
+}
+
+void matvec_panels_any(const MatmulJob& j, const float* x, int64_t p0, int64_t p1) {
+    const PackedMatrix& W = *j.W;
+    switch (W.dtype) {
+        case DType::F32: return matvec_panels(j.out, x, static_cast<const float*>(W.data), W.N, W.K, p0, p1);
+        case DType::F16: return matvec_panels(j.out, x, static_cast<const F16*>(W.data), W.N, W.K, p0, p1);
+        case DType::BF16: return matvec_panels(j.out, x, static_cast<const BF16*>(W.data), W.N, W.K, p0, p1);
+    }
+}
+
+// out_i = W_i x for every job, in one parallel region: the panels of all jobs, end to end, are cut into one
+// contiguous range per thread, so each thread streams its share of the weights once.
+void matvec_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
+    int64_t panels = 0;
+    for (int i = 0; i < n_jobs; ++i) panels += n_panels(jobs[i].W->N);
+#pragma omp parallel if (panels * kPanel * K >= kParallelWork)
+    {
+        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        const int64_t g0 = panels * id / nt, g1 = panels * (id + 1) / nt;
+        int64_t base = 0;
+        for (int i = 0; i < n_jobs; ++i) {
+            const int64_t np = n_panels(jobs[i].W->N), lo = std::max(g0, base), hi = std::min(g1, base + np);
+            if (lo < hi) matvec_panels_any(jobs[i], x, lo - base, hi - base);
+            base += np;
+        }
+    }
+}
+
+// Prefill: out[T, N] = x W^T from the panels, a K block of one panel at a time as f32.
+template <class T>
+void gemm_packed(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K) {
+    const int64_t Ks = stored_k(std::is_same_v<T, BF16> ? DType::BF16 : DType::F32, K);
     for_each_tile(T_, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
-        alignas(64) float Wp[kKC * kNR];  // [kc, kNR]
+        alignas(64) float buf[kKC * kNR];  // [kc][kNR]
+        const T* P = W + n0 * Ks;          // panel n0 / kPanel
         for (int64_t k0 = 0; k0 < K; k0 += kKC) {
             const int64_t kc = std::min(kKC, K - k0);
-            pack_block(Wp, W, K, n0, nr, k0, kc);
-            for (int64_t t = t0; t < t1; t += kMR)
-                with_mr(int(std::min(kMR, t1 - t)), [&](auto MR) {
-                    micro_tile<MR()>(out + t * N + n0, N, x + t * K + k0, K, Wp, kc, nr, k0 > 0);
-                });
+            tile_rows(out, N, x, K, panel_f32(buf, P, k0, kc), kNR, t0, t1, n0, nr, k0, kc);
         }
     });
 }
 
 #if defined(PL_AVX512) && defined(__AVX512BF16__)
 // BF16 weights in prefill: x rounded to BF16 (as llama.cpp does for BF16 weights) and `vdpbf16ps`, which
-// multiplies pairs of BF16 exactly and accumulates in f32: twice the FMA rate of the f32 path. Pairs
-// (k, k+1) travel as one 32-bit word, so W packs like the f32 path with words instead of floats:
-// Wp[kp, j] = (W[n0 + j, 2kp], W[n0 + j, 2kp + 1]).
+// multiplies pairs of BF16 exactly and accumulates in f32: twice the FMA rate of the f32 path. The panels
+// already hold the pairs (k, k+1) as 32-bit words, [K/2][kNR].
 #define PL_BF16_DOT 1
-constexpr int64_t kKCP = 128;  // k pairs per packed block
-
+constexpr int64_t kKCP = kKC / 2;  // k pairs per block
 
 template <int MR>
 void micro_tile_bf16(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* Wp, int64_t pc,
@@ -378,10 +454,9 @@ void micro_tile_bf16(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, co
     c.store(out, ldo);
 }
 
-// out[T, N] = bf16(x)[T, K] . W[N, K]^T for even K.
 void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_t N, int64_t K) {
-    const int64_t Kp = K / 2;
-    static thread_local std::vector<uint32_t> xb_buf;  // [T, K/2] BF16 pairs
+    const int64_t Kp = (K + 1) / 2;
+    static thread_local std::vector<uint32_t> xb_buf;  // [T, Kp] BF16 pairs (an odd K's last one padded with 0)
     if (xb_buf.size() < size_t(T_ * Kp)) xb_buf.resize(size_t(T_ * Kp));
     uint32_t* xb = xb_buf.data();
     for (int64_t t = 0; t < T_; ++t) {
@@ -391,16 +466,16 @@ void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_
         for (; k + 32 <= K; k += 32)
             _mm512_storeu_si512(dst + k, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k)));
         for (; k < K; ++k) dst[k] = f32_to_bf16(xr[k]);
+        if (K % 2) dst[K] = 0;
     }
-    const BF16Pair* W2 = reinterpret_cast<const BF16Pair*>(W);
+    const uint32_t* W2 = reinterpret_cast<const uint32_t*>(W);
     for_each_tile(T_, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
-        alignas(64) uint32_t Wp[kKCP * kNR];  // [pc, kNR] pairs
+        const uint32_t* P = W2 + n0 * Kp;  // panel n0 / kPanel: [Kp][kNR] pairs
         for (int64_t p0 = 0; p0 < Kp; p0 += kKCP) {
             const int64_t pc = std::min(kKCP, Kp - p0);
-            pack_block(reinterpret_cast<float*>(Wp), W2, Kp, n0, nr, p0, pc);
             for (int64_t t = t0; t < t1; t += kMR)
                 with_mr(int(std::min(kMR, t1 - t)), [&](auto MR) {
-                    micro_tile_bf16<MR()>(out + t * N + n0, N, xb + t * Kp + p0, Kp, Wp, pc, nr, p0 > 0);
+                    micro_tile_bf16<MR()>(out + t * N + n0, N, xb + t * Kp + p0, Kp, P + p0 * kNR, pc, nr, p0 > 0);
                 });
         }
     });
@@ -408,18 +483,17 @@ void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_
 #endif
 
 template <class T>
-void matmul_t(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K, [[maybe_unused]] bool exact) {
+void matmul_t(float* out, const float* x, const PackedMatrix& W, int64_t T_, [[maybe_unused]] bool exact) {
     if (T_ == 1) {
-        const MatmulJob job{out, W, std::is_same_v<T, float> ? DType::F32 : std::is_same_v<T, F16> ? DType::F16 : DType::BF16, N};
-        matvec_many(&job, 1, x, K);
-        return;
+        const MatmulJob job{out, &W};
+        return matvec_many(&job, 1, x, W.K);
     }
 #ifdef PL_BF16_DOT
     if constexpr (std::is_same_v<T, BF16>) {
-        if (!exact && K % 2 == 0 && reinterpret_cast<uintptr_t>(W) % 4 == 0) return gemm_bf16_dot(out, x, W, T_, N, K);
+        if (!exact) return gemm_bf16_dot(out, x, static_cast<const BF16*>(W.data), T_, W.N, W.K);
     }
 #endif
-    gemm(out, x, W, T_, N, K);
+    gemm_packed(out, x, static_cast<const T*>(W.data), T_, W.N, W.K);
 }
 
 }  // namespace
@@ -435,17 +509,67 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
     }
 }
 
-void matmul(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K, bool exact) {
-    switch (wt) {
-        case DType::F32: return matmul_t(out, x, static_cast<const float*>(W), T, N, K, exact);
-        case DType::F16: return matmul_t(out, x, static_cast<const F16*>(W), T, N, K, exact);
-        case DType::BF16: return matmul_t(out, x, static_cast<const BF16*>(W), T, N, K, exact);
+size_t packed_bytes(DType t, int64_t N, int64_t K) {
+    return size_t(n_panels(N) * kPanel * stored_k(t, K)) * dtype_size(t);
+}
+
+void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K) {
+    if (t == DType::BF16 && K % 2) return pack_bf16_odd(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(W), N, K);
+    // Per panel, a transpose of 32-bit words (F32 values, or BF16 pairs (k, k+1)) or of 16-bit F16 values.
+    const int64_t panels = n_panels(N);
+#pragma omp parallel for schedule(static) if (N * K >= kParallelWork)
+    for (int64_t p = 0; p < panels; ++p) {
+        const int64_t n0 = p * kPanel, nr = std::min(kPanel, N - n0);
+        if (t == DType::F16) {
+            pack_block(static_cast<uint16_t*>(dst) + n0 * K, static_cast<const uint16_t*>(W), K, n0, nr, 0, K);
+        } else {
+            const int64_t Kw = t == DType::BF16 ? K / 2 : K;
+            pack_block(static_cast<uint32_t*>(dst) + n0 * Kw, static_cast<const uint32_t*>(W), Kw, n0, nr, 0, Kw);
+        }
     }
 }
 
-void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, int64_t K, bool exact) {
-    if (T == 1) return matvec_many(jobs, n_jobs, x, K);
-    for (int i = 0; i < n_jobs; ++i) matmul(jobs[i].out, x, jobs[i].W, jobs[i].wt, T, jobs[i].N, K, exact);
+PackedWeight::PackedWeight(const void* W, DType t, int64_t N, int64_t K) {
+    // Large matrices on 2 MiB pages when the kernel allows (transparent huge pages): 4 KiB pages cost one
+    // page fault each, which made loading a 2 GB model take seconds.
+    const size_t n = packed_bytes(t, N, K), align = n >= (size_t(1) << 21) ? size_t(1) << 21 : 64;
+    void* p = std::aligned_alloc(align, (n + align - 1) / align * align);
+    if (!p) throw std::bad_alloc();
+    if (align > 64) ::madvise(p, (n + align - 1) / align * align, MADV_HUGEPAGE);  // advice: failure is harmless
+    data_.reset(p);
+    pack_matrix(p, W, t, N, K);
+    m_ = PackedMatrix{p, t, N, K};
+}
+
+void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact) {
+    switch (W.dtype) {
+        case DType::F32: return matmul_t<float>(out, x, W, T, exact);
+        case DType::F16: return matmul_t<F16>(out, x, W, T, exact);
+        case DType::BF16: return matmul_t<BF16>(out, x, W, T, exact);
+    }
+}
+
+void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact) {
+    if (T == 1) return matvec_many(jobs, n_jobs, x, jobs[0].W->K);
+    for (int i = 0; i < n_jobs; ++i) matmul(jobs[i].out, x, *jobs[i].W, T, exact);
+}
+
+void matmul_nt(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K) {
+    for_each_tile(T, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
+        alignas(64) float Wp[kKC * kNR];  // [kc][kNR]
+        for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+            const int64_t kc = std::min(kKC, K - k0);
+            pack_block(reinterpret_cast<uint32_t*>(Wp), reinterpret_cast<const uint32_t*>(B), K, n0, nr, k0, kc);
+            tile_rows(out, N, x, K, Wp, kNR, t0, t1, n0, nr, k0, kc);
+        }
+    });
+}
+
+void matmul_nn(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K) {
+    for_each_tile(T, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
+        for (int64_t k0 = 0; k0 < K; k0 += kKC)
+            tile_rows(out, N, x, K, B + k0 * N + n0, N, t0, t1, n0, nr, k0, std::min(kKC, K - k0));
+    });
 }
 
 void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K) {

@@ -20,6 +20,31 @@ Model::Model(const std::filesystem::path& dir) : dir_(dir) {
     config_ = load_config(dir / "config.json");
     checkpoint_ = std::make_unique<Checkpoint>(dir);
     weights_ = bind_weights(*checkpoint_, config_, dir.string());
+    pack_weights();
+}
+
+void Model::pack_weights() {
+    packed_.reserve(weights_.layers.size() * 7 + 1);
+    auto pack = [&](Weight& w, const char* name) {
+        try {
+            packed_.emplace_back(w.data, w.dtype, w.rows, w.cols);
+        } catch (const std::bad_alloc&) {
+            throw Error("out of memory repacking " + std::string(name) + " (" +
+                        std::to_string(packed_bytes(w.dtype, w.rows, w.cols) >> 20) + " MiB)");
+        }
+        w.packed = packed_.back().matrix();
+        checkpoint_->release(w.data, size_t(w.rows * w.cols) * dtype_size(w.dtype));
+    };
+    for (LayerWeights& L : weights_.layers) {
+        pack(L.q_proj, "q_proj");
+        pack(L.k_proj, "k_proj");
+        pack(L.v_proj, "v_proj");
+        pack(L.o_proj, "o_proj");
+        pack(L.gate_proj, "gate_proj");
+        pack(L.up_proj, "up_proj");
+        pack(L.down_proj, "down_proj");
+    }
+    pack(weights_.lm_head, "lm_head");  // tied: the embedding's rows are read back from the file when used
 }
 
 size_t Model::weight_bytes() const {
@@ -55,10 +80,6 @@ std::string gib(uint64_t bytes) {
 }
 
 }  // namespace
-
-void Context::project(float* out, const float* x, const Weight& w, int64_t T) const {
-    matmul(out, x, w.data, w.dtype, T, w.rows, w.cols, exact_);
-}
 
 Context::Context(const Model& model, ContextParams p) : model_(model) {
     const LlamaConfig& c = model.config();
@@ -112,7 +133,8 @@ const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     const size_t V = size_t(c.vocab_size);
     if (all_logits && logits_.size() < size_t(n) * V) alloc(&logits_, size_t(n) * V, "logits");
     const size_t scratch = size_t(omp_get_max_threads()) *
-                           size_t(attention_scratch_per_thread(std::min(n, n_batch_), n_ctx_, c.head_dim));
+                           size_t(attention_scratch_per_thread(std::min(n, n_batch_), c.num_attention_heads / c.num_key_value_heads,
+                                                               n_ctx_, c.head_dim));
     if (scratch_.size() < scratch) alloc(&scratch_, scratch, "attention scratch");
     for (int64_t i = 0; i < n; i += n_batch_) {
         const int64_t T = std::min(n_batch_, n - i);
@@ -147,10 +169,9 @@ void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
 
         // Attention.
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.input_layernorm.data, L.input_layernorm.dtype, T, H, eps);
-        const MatmulJob qkv[3] = {{q_.data(), L.q_proj.data, L.q_proj.dtype, qd},
-                                  {k_.data(), L.k_proj.data, L.k_proj.dtype, kvd},
-                                  {v_.data(), L.v_proj.data, L.v_proj.dtype, kvd}};
-        matmul_many(qkv, 3, xn_.data(), T, H, exact_);
+        const MatmulJob qkv[3] = {{q_.data(), &L.q_proj.packed}, {k_.data(), &L.k_proj.packed},
+                                  {v_.data(), &L.v_proj.packed}};
+        matmul_many(qkv, 3, xn_.data(), T, exact_);
         for (int64_t t = 0; t < T; ++t) {
             const float* cs = &rope_cos_[size_t((pos0 + t) * half)];
             const float* sn = &rope_sin_[size_t((pos0 + t) * half)];
@@ -163,17 +184,16 @@ void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
             }
         }
         attention(att_.data(), q_.data(), Kc, Vc, T, pos0, nh, nkv, hd, n_ctx_, scratch_.data());
-        project(proj_.data(), att_.data(), L.o_proj, T);
+        matmul(proj_.data(), att_.data(), L.o_proj.packed, T, exact_);
         add_inplace(x_.data(), proj_.data(), T * H);
 
         // SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.post_attention_layernorm.data, L.post_attention_layernorm.dtype,
                 T, H, eps);
-        const MatmulJob gate_up[2] = {{gate_.data(), L.gate_proj.data, L.gate_proj.dtype, F},
-                                      {up_.data(), L.up_proj.data, L.up_proj.dtype, F}};
-        matmul_many(gate_up, 2, xn_.data(), T, H, exact_);
+        const MatmulJob gate_up[2] = {{gate_.data(), &L.gate_proj.packed}, {up_.data(), &L.up_proj.packed}};
+        matmul_many(gate_up, 2, xn_.data(), T, exact_);
         silu_mul(gate_.data(), up_.data(), T * F);
-        project(proj_.data(), gate_.data(), L.down_proj, T);
+        matmul(proj_.data(), gate_.data(), L.down_proj.packed, T, exact_);
         add_inplace(x_.data(), proj_.data(), T * H);
     }
     n_past_ += T;
@@ -181,7 +201,7 @@ void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
     if (!logits) return;
     const int64_t first = all_logits ? 0 : T - 1, rows = T - first;
     rmsnorm(xn_.data(), &x_[size_t(first * H)], DType::F32, w.norm.data, w.norm.dtype, rows, H, eps);
-    project(logits, xn_.data(), w.lm_head, rows);
+    matmul(logits, xn_.data(), w.lm_head.packed, rows, exact_);
 }
 
 }  // namespace plainllama

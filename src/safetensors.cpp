@@ -68,6 +68,16 @@ MappedFile::MappedFile(const std::filesystem::path& path) {
     ::close(fd);
 }
 
+void Checkpoint::release(const void* data, size_t nbytes) const {
+    for (const auto& f : files_) {
+        if (!f->contains(data)) continue;
+        const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE)), begin = reinterpret_cast<uintptr_t>(data);
+        const uintptr_t lo = (begin + page - 1) / page * page, hi = (begin + nbytes) / page * page;
+        if (lo < hi) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advice: failure is harmless
+        return;
+    }
+}
+
 MappedFile::~MappedFile() {
     if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -1,5 +1,6 @@
-// The compute kernels against scalar references written here: matmul (matvec and GEMM paths, every weight
-// type, odd shapes, 1 and 2 threads), softmax, silu_mul, the storage conversions and their rounding.
+// The compute kernels against scalar references written here: matmul (matvec and GEMM paths on packed weights,
+// every weight type, odd shapes, 1 and 2 threads; rows independent of the batch), softmax, silu_mul, the
+// storage conversions and their rounding.
 #include "plainllama/kernels.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -99,6 +101,7 @@ TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
         for (int64_t N : kNK)
             for (int64_t K : kNK) {
                 const auto W = random_weights(t, size_t(N * K), rng);
+                const PackedWeight packed(W.data(), t, N, K);
                 for (int64_t T : kT) {
                     const auto x = random_floats(size_t(T * K), rng);
                     std::vector<float> ref(size_t(T * N));
@@ -113,7 +116,7 @@ TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
                     for (bool exact : {true, false}) {
                         Threads scope(th);
                         std::vector<float> out(size_t(T * N) + kGuard, -12345.0f);
-                        matmul(out.data(), x.data(), W.data(), t, T, N, K, exact);
+                        matmul(out.data(), x.data(), packed.matrix(), T, exact);
                         // BF16 prefill rounds x to BF16 unless exact: at most 2^-8 relative per product.
                         const double x_rounding = !exact && t == DType::BF16 && T > 1 ? 1.0 / 256 : 0.0;
                         for (size_t i = size_t(T * N); i < out.size(); ++i)
@@ -131,6 +134,89 @@ TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
                 }
             }
     std::printf("matmul: worst |out - ref| = %.3g u * sum|x w| (bound K + 2 <= 1002)\n", worst);
+}
+
+// The panels hold W[r, k] exactly where kernels.h says, and zeros in the padding.
+TEST(Matmul, PackedLayoutIsAsDocumented) {
+    std::mt19937 rng(3);
+    for (DType t : kTypes)
+        for (int64_t N : {1, 31, 32, 33, 70})
+            for (int64_t K : {1, 2, 7, 64, 65}) {
+                const auto W = random_weights(t, size_t(N * K), rng);
+                const PackedWeight p(W.data(), t, N, K);
+                const int64_t panels = (N + kPanel - 1) / kPanel, Ks = t == DType::BF16 ? (K + 1) / 2 * 2 : K;
+                ASSERT_EQ(packed_bytes(t, N, K), size_t(panels * kPanel * Ks) * dtype_size(t));
+                ASSERT_EQ(reinterpret_cast<uintptr_t>(p.matrix().data) % 64, 0u);
+                for (int64_t r = 0; r < panels * kPanel; ++r)
+                    for (int64_t k = 0; k < Ks; ++k) {
+                        const int64_t pj = r / kPanel, j = r % kPanel;
+                        const int64_t at = pj * kPanel * Ks +
+                                           (t == DType::BF16 ? (k / 2) * 2 * kPanel + j * 2 + k % 2 : k * kPanel + j);
+                        const double want = r < N && k < K ? decode(t, W.data(), size_t(r * K + k)) : 0.0;
+                        ASSERT_EQ(decode(t, p.matrix().data, size_t(at)), want)
+                            << dtype_name(t) << " N " << N << " K " << K << " at [" << r << ", " << k << "]";
+                    }
+            }
+}
+
+// Each output is one fma chain over k in order, so row t of a batched product equals the product of row t
+// alone, bit for bit (what makes decode reproduce prefill exactly): the packed weights (every type; BF16 in
+// exact mode, its vdpbf16ps path rounds x) and the row-major products attention uses, 1 and 2 threads.
+TEST(Matmul, ARowDoesNotDependOnTheBatch) {
+    std::mt19937 rng(9);
+    for (int64_t N : {5, 32, 70})
+        for (int64_t K : {3, 64, 300, 600})
+            for (int th : {1, 2}) {
+                Threads scope(th);
+                const int64_t T = 37;
+                const auto x = random_floats(size_t(T * K), rng);
+                auto check = [&](const char* what, const std::function<void(float*, const float*, int64_t)>& mm) {
+                    std::vector<float> batch(static_cast<size_t>(T * N)), one(static_cast<size_t>(N));
+                    mm(batch.data(), x.data(), T);
+                    for (int64_t t = 0; t < T; ++t) {
+                        mm(one.data(), x.data() + t * K, 1);
+                        for (int64_t r = 0; r < N; ++r)
+                            ASSERT_EQ(one[size_t(r)], batch[size_t(t * N + r)])
+                                << what << " N " << N << " K " << K << " threads " << th << " at [" << t << ", " << r << "]";
+                    }
+                };
+                for (DType t : kTypes) {
+                    const auto W = random_weights(t, size_t(N * K), rng);
+                    const PackedWeight p(W.data(), t, N, K);
+                    check(dtype_name(t), [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n, true); });
+                    if (t != DType::BF16)
+                        check(dtype_name(t), [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n); });
+                }
+                const auto B = random_floats(size_t(N * K), rng);
+                check("matmul_nt", [&](float* o, const float* xx, int64_t n) { matmul_nt(o, xx, B.data(), n, N, K); });
+                check("matmul_nn", [&](float* o, const float* xx, int64_t n) { matmul_nn(o, xx, B.data(), n, N, K); });
+            }
+}
+
+// The row-major f32 products against the reference: matmul_nt takes B [N, K], matmul_nn B [K, N].
+TEST(Matmul, RowMajorProductsMatchReference) {
+    std::mt19937 rng(11);
+    for (int64_t T : {1, 7, 40})
+        for (int64_t N : {1, 16, 33, 100})
+            for (int64_t K : {1, 17, 300}) {
+                const auto x = random_floats(size_t(T * K), rng);
+                const auto B = random_floats(size_t(N * K), rng);  // [N, K]
+                std::vector<float> Bt(B.size());                    // [K, N]
+                for (int64_t r = 0; r < N; ++r)
+                    for (int64_t k = 0; k < K; ++k) Bt[size_t(k * N + r)] = B[size_t(r * K + k)];
+                std::vector<float> ref(size_t(T * N)), nt(ref.size() + 16, -7.0f), nn(ref.size() + 16, -7.0f);
+                matmul_reference(ref.data(), x.data(), B.data(), DType::F32, T, N, K);
+                matmul_nt(nt.data(), x.data(), B.data(), T, N, K);
+                matmul_nn(nn.data(), x.data(), Bt.data(), T, N, K);
+                for (size_t i = 0; i < ref.size(); ++i) {
+                    // |x|, |B| <= 1: the accumulation error is at most (K + 2) u K.
+                    const double tol = double(K + 2) * kU * double(K);
+                    ASSERT_NEAR(nt[i], ref[i], tol) << "matmul_nt T " << T << " N " << N << " K " << K << " at " << i;
+                    ASSERT_NEAR(nn[i], ref[i], tol) << "matmul_nn T " << T << " N " << N << " K " << K << " at " << i;
+                    ASSERT_EQ(nt[i], nn[i]) << "same order, same sums: T " << T << " N " << N << " K " << K;
+                }
+                for (size_t i = ref.size(); i < nt.size(); ++i) ASSERT_TRUE(nt[i] == -7.0f && nn[i] == -7.0f) << "wrote past out";
+            }
 }
 
 // ---- softmax, silu_mul and the small vector kernels -------------------------------------------------

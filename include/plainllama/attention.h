@@ -4,15 +4,18 @@
 
 namespace plainllama {
 
-// Floats of scratch one thread needs for up to T queries against a cache of ctx positions.
-int64_t attention_scratch_per_thread(int64_t T, int64_t ctx, int64_t head_dim);
+// Floats of scratch one thread needs for up to T tokens' queries (group = query heads per KV head) against a
+// cache of ctx positions.
+int64_t attention_scratch_per_thread(int64_t T, int64_t group, int64_t ctx, int64_t head_dim);
 
 // For T new tokens at positions pos0 .. pos0+T-1, whose keys and values are already in the cache:
 //   out[t, h, :] = sum_{j <= pos0+t} softmax_j(q[t, h, :] . K[g, j, :] / sqrt(head_dim)) V[g, j, :]
 // with g = h / (n_heads / n_kv_heads): consecutive query heads share one KV head.
 //   q, out: [T, n_heads, head_dim]     k_cache, v_cache: [n_kv_heads, ctx, head_dim]
-//   scratch: [omp_get_max_threads(), attention_scratch_per_thread(T, ctx, head_dim)]
-// T > 1 (prefill) runs two GEMMs per head, S = Q K^T then O = softmax(S) V; T == 1 a direct loop.
+//   scratch: [omp_get_max_threads(), attention_scratch_per_thread(T, n_heads / n_kv_heads, ctx, head_dim)]
+// Per KV head and chunk of 32 tokens, two GEMMs over the group's query heads: S = Q K^T, then O = softmax(S) V
+// (matmul_nt / matmul_nn). Decode (T == 1) runs the same code, so a token's output does not depend on how the
+// tokens were batched, bit for bit.
 void attention(float* out, const float* q, const float* k_cache, const float* v_cache, int64_t T, int64_t pos0,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t ctx, float* scratch);
 

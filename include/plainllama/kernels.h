@@ -2,6 +2,8 @@
 // Row-major throughout; weights may be F32, F16 or BF16 and are converted inside the kernels.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 
 #include "plainllama/dtype.h"
 
@@ -11,24 +13,58 @@ namespace plainllama {
 // The mean square is accumulated in f32 (double across SIMD lanes' partial sums is not needed).
 void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t rows, int64_t n, float eps);
 
-// out[t, r] = sum_k x[t, k] * W[r, k]     x: [T, K] f32, W: [N, K] of wt, out: [T, N] f32.
-// T == 1 runs the memory-bound matvec, T > 1 a packed, register-blocked GEMM. OpenMP inside.
-// BF16 weights with T > 1: unless `exact`, x is rounded to BF16 so that AVX512_BF16's vdpbf16ps (exact
-// products, f32 sums, twice the f32 FMA rate) can run: what llama.cpp does for BF16 weights. The extra
-// error is at most 2^-8 * sum_k |x[t, k] W[r, k]|.
-void matmul(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K, bool exact = false);
+// A weight matrix W [N, K] repacked once (at load) for matmul, same storage type: panels of kPanel rows,
+// each k-major, so that one step in k reads kPanel contiguous values:
+//   F32, F16: panel p = [K][kPanel]; W[kPanel p + j, k] at [k][j]
+//   BF16:     panel p = [ceil(K/2)][kPanel][2]; W[kPanel p + j, k] at [k/2][j][k%2] (pairs for vdpbf16ps)
+// Rows past N in the last panel and an odd K's pad are zero. Panels start 64-byte aligned when `data` is.
+constexpr int64_t kPanel = 32;
+struct PackedMatrix {
+    const void* data = nullptr;  // packed_bytes(dtype, N, K) bytes, 64-byte aligned
+    DType dtype = DType::F32;
+    int64_t N = 0, K = 0;
+};
+size_t packed_bytes(DType t, int64_t N, int64_t K);
+// dst = W packed     W: [N, K] row-major of type t; dst: packed_bytes(t, N, K). OpenMP inside.
+void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K);
 
-// Several products of the same input x [T, K]: jobs[i].out [T, N_i] = x W_i^T. With T == 1 the rows of
+// A packed copy of a row-major W [N, K] of type t that owns its storage (std::bad_alloc when out of memory).
+class PackedWeight {
+public:
+    PackedWeight(const void* W, DType t, int64_t N, int64_t K);
+    const PackedMatrix& matrix() const { return m_; }
+
+private:
+    struct Free {
+        void operator()(void* p) const { std::free(p); }
+    };
+    std::unique_ptr<void, Free> data_;
+    PackedMatrix m_;
+};
+
+// out[t, r] = sum_k x[t, k] * W[r, k]     x: [T, K] f32, W packed [N, K], out: [T, N] f32. OpenMP inside.
+// T == 1 streams the panels (decode), T > 1 runs a register-blocked GEMM on them (prefill).
+// Every output is one chain of fused multiply-adds over k = 0 .. K-1 in order, whatever T and the threads:
+// row t of out depends only on row t of x, bit for bit, so decoding one token at a time reproduces a batched
+// prefill exactly. The one exception: BF16 weights with T > 1 unless `exact` round x to BF16 so that
+// AVX512_BF16's vdpbf16ps (exact products, f32 sums, twice the f32 FMA rate) can run, as llama.cpp does for
+// BF16 weights; the extra error is at most 2^-8 * sum_k |x[t, k] W[r, k]|.
+void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact = false);
+
+// Several products of the same input x [T, K]: jobs[i].out [T, N_i] = x W_i^T. With T == 1 the panels of
 // all W_i are split over the threads in one parallel region (one barrier instead of one per matrix).
 struct MatmulJob {
     float* out;
-    const void* W;  // [N, K]
-    DType wt;
-    int64_t N;
+    const PackedMatrix* W;
 };
-void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, int64_t K, bool exact = false);
+void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact = false);
 
-// Scalar reference of matmul, in double: the tests' yardstick.
+// Row-major f32 operands (attention), summed in the same order as matmul (one fma chain over k):
+// out [T, N] = x [T, K] B^T with B [N, K];   matmul_nn: out [T, N] = x [T, K] B with B [K, N].
+void matmul_nt(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K);
+void matmul_nn(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K);
+
+// out = x W^T for a row-major W [N, K] of type wt, in double: the tests' yardstick.
 void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K);
 
 // out[i] = float(src[i])     src: [n] of type t.

@@ -1,4 +1,4 @@
-// The LLaMA model (config + weights from the mapping) and a Context that runs it: KV cache,
+// The LLaMA model (config + weights: matrices repacked for matmul, the rest from the mapping) and a Context that runs it: KV cache,
 // activation buffers allocated once, and the forward pass over a batch of tokens or one token.
 #pragma once
 #include <cstdint>
@@ -24,10 +24,15 @@ public:
     size_t weight_bytes() const;
 
 private:
+    // Repacks every matrix matmul reads into its Weight::packed and drops its pages of the mapping, so that
+    // memory stays about the file's size.
+    void pack_weights();
+
     std::filesystem::path dir_;
     LlamaConfig config_;
     std::unique_ptr<Checkpoint> checkpoint_;
     ModelWeights weights_;
+    std::vector<PackedWeight> packed_;  // the panels of weights_' matrices
 };
 
 struct ContextParams {
@@ -57,7 +62,6 @@ public:
 
 private:
     void forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits);
-    void project(float* out, const float* x, const Weight& w, int64_t T) const;  // out = x w^T
 
     const Model& model_;
     int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
@@ -74,7 +78,7 @@ private:
     std::vector<float> gate_;    // [n_batch, intermediate_size]
     std::vector<float> up_;      // [n_batch, intermediate_size]
     std::vector<float> proj_;    // [n_batch, hidden_size] o_proj / down_proj output
-    std::vector<float> scratch_; // [threads, attention_scratch_per_thread(n_batch, n_ctx, head_dim)]
+    std::vector<float> scratch_; // [threads, attention_scratch_per_thread(...)]
     std::vector<float> logits_;  // [tokens with logits, vocab_size]
 };
 

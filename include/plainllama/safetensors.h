@@ -37,6 +37,7 @@ public:
     MappedFile& operator=(const MappedFile&) = delete;
     const uint8_t* data() const { return data_; }
     size_t size() const { return size_; }
+    bool contains(const void* p) const { return p >= data_ && p < data_ + size_; }
 
 private:
     const uint8_t* data_ = nullptr;
@@ -61,6 +62,9 @@ public:
     const TensorView* find(const std::string& name) const;
     const std::map<std::string, TensorView>& tensors() const { return tensors_; }
     size_t total_bytes() const;
+    // Drops the pages wholly inside [data, data + nbytes) from memory when they belong to a mapping (a later
+    // read brings them back from the file): for tensors the model has copied elsewhere.
+    void release(const void* data, size_t nbytes) const;
 
 private:
     std::vector<std::unique_ptr<MappedFile>> files_;

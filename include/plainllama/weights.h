@@ -7,6 +7,7 @@
 
 #include "plainllama/config.h"
 #include "plainllama/dtype.h"
+#include "plainllama/kernels.h"
 #include "plainllama/safetensors.h"
 
 namespace plainllama {
@@ -19,11 +20,13 @@ struct TensorSpec {
 // Every tensor the model reads, in file order (lm_head.weight only when not tied).
 std::vector<TensorSpec> llama_tensor_table(const LlamaConfig& c);
 
-// A 1-D or 2-D weight used straight from the mapping: row-major [rows, cols].
+// A 1-D or 2-D weight: row-major [rows, cols] in the mapping, and for the matrices matmul reads the same
+// values repacked into panels (see PackedMatrix; filled in by the Model).
 struct Weight {
     const void* data = nullptr;
     DType dtype = DType::F32;
     int64_t rows = 0, cols = 0;
+    PackedMatrix packed;
 };
 
 struct LayerWeights {

@@ -39,9 +39,10 @@ void BM_matmul(benchmark::State& state) {
     const auto W = random_weights(t, size_t(N * K));     // [N, K]
     std::vector<float> x(size_t(T * K), 0.5f);           // [T, K]
     std::vector<float> out(size_t(T * N));               // [T, N]
-    matmul(out.data(), x.data(), W.data(), t, T, N, K);  // warm-up
+    const PackedWeight packed(W.data(), t, N, K);
+    matmul(out.data(), x.data(), packed.matrix(), T);  // warm-up
     for (auto _ : state) {
-        matmul(out.data(), x.data(), W.data(), t, T, N, K);
+        matmul(out.data(), x.data(), packed.matrix(), T);
         benchmark::DoNotOptimize(out.data());
         benchmark::ClobberMemory();
     }
