@@ -439,8 +439,8 @@ TEST(KvCache, DecodeMatchesPrefill) {
 }
 
 // The same holds for 16-bit weights: F16 always, BF16 in exact mode. BF16's default prefill rounds the
-// activations to BF16 (vdpbf16ps) while decode keeps them f32, so there the two differ by the rounding
-// (bounded like the BF16 folder's logits above).
+// activations to BF16 (vdpbf16ps, when the CPU has it) while decode keeps them f32, so there the two differ by
+// the rounding (bounded like the BF16 folder's logits above).
 TEST(KvCache, DecodeMatchesPrefillWith16BitWeights) {
     const auto ids = tokens40();
     for (const char* folder : {"stories260K-f16", "stories260K-bf16"})
@@ -454,9 +454,6 @@ TEST(KvCache, DecodeMatchesPrefillWith16BitWeights) {
             const double d = max_abs_diff(decode_one_by_one(dec, ids, 0), prefill);
             const bool rounded = !exact && folder[12] == 'b';
             EXPECT_LE(d, rounded ? 0.25 : kDecodeVsPrefill) << folder << " exact " << exact;
-            if (rounded) {
-                EXPECT_GT(d, 0.0) << "the BF16 prefill is expected to round x";
-            }
             std::printf("%s exact %d: decode vs prefill %.3g\n", folder, int(exact), d);
         }
 }

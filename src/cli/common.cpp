@@ -118,6 +118,7 @@ int64_t first_non_finite(const TensorView& t) {
 void check_tensors(const Checkpoint& ckpt) {
     for (const auto& [name, t] : ckpt.tensors()) {
         const int64_t i = first_non_finite(t);
+        ckpt.release(t.data, t.nbytes);  // read once more here; the model holds its own (repacked) copy
         if (i < 0) continue;
         float v;
         if (t.dtype == DType::F32) {
