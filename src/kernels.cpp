@@ -315,9 +315,10 @@ void pack_block(E* Wp, const E* W, int64_t K, int64_t n0, int64_t nr, int64_t k0
 #endif
 }
 
-// BF16 with an odd K: rows are not 32-bit aligned, so the pairs are assembled one value at a time.
-void pack_bf16_odd(uint16_t* dst, const uint16_t* W, int64_t N, int64_t K) {
-    const int64_t Ks = K + 1;
+// BF16 whose rows are not 32-bit aligned (odd K, or a tensor at an address = 2 mod 4): the pairs are
+// assembled one value at a time.
+void pack_bf16_by_value(uint16_t* dst, const uint16_t* W, int64_t N, int64_t K) {
+    const int64_t Ks = stored_k(DType::BF16, K);
     for (int64_t p = 0; p < n_panels(N); ++p)
         for (int64_t j = 0; j < kPanel; ++j)
             for (int64_t k = 0; k < Ks; ++k) {
@@ -449,7 +450,7 @@ void micro_tile_bf16(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, co
                      int64_t nr, bool accumulate) {
     OutTile<MR> c(out, ldo, nr, accumulate);
     for (int64_t p = 0; p < pc; ++p) {
-        const __m512bh w0 = (__m512bh)_mm512_load_si512(Wp + p * kNR), w1 = (__m512bh)_mm512_load_si512(Wp + p * kNR + 16);
+        const __m512bh w0 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR), w1 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR + 16);
         for (int i = 0; i < MR; ++i) {
             const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x[i * ldx + p]));
             c.acc0[i] = _mm512_dpbf16_ps(c.acc0[i], xb, w0);
@@ -519,7 +520,8 @@ size_t packed_bytes(DType t, int64_t N, int64_t K) {
 }
 
 void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K) {
-    if (t == DType::BF16 && K % 2) return pack_bf16_odd(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(W), N, K);
+    if (t == DType::BF16 && (K % 2 || reinterpret_cast<uintptr_t>(W) % 4))
+        return pack_bf16_by_value(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(W), N, K);
     // Per panel, a transpose of 32-bit words (F32 values, or BF16 pairs (k, k+1)) or of 16-bit F16 values.
     const int64_t panels = n_panels(N);
 #pragma omp parallel for schedule(static) if (N * K >= kParallelWork)
