@@ -13,18 +13,24 @@
 
 namespace plainllama {
 
-Model::Model(const std::filesystem::path& dir) : dir_(dir) {
+Model::Model(const std::filesystem::path& dir, const Progress& progress) : dir_(dir) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec))
         throw Error(dir.string() + ": not a model directory (expected config.json, *.safetensors, tokenizer.model)");
     config_ = load_config(dir / "config.json");
     checkpoint_ = std::make_unique<Checkpoint>(dir);
     weights_ = bind_weights(*checkpoint_, config_, dir.string());
-    pack_weights();
+    pack_weights(progress);
 }
 
-void Model::pack_weights() {
+void Model::pack_weights(const Progress& progress) {
     packed_.reserve(weights_.layers.size() * 7 + 1);
+    size_t done = 0;
+    auto bytes = [](const Weight& w) { return size_t(w.rows * w.cols) * dtype_size(w.dtype); };
+    size_t total_bytes = bytes(weights_.lm_head);
+    for (const LayerWeights& L : weights_.layers)
+        for (const Weight* w : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
+            total_bytes += bytes(*w);
     auto pack = [&](Weight& w, const char* name) {
         try {
             packed_.emplace_back(w.data, w.dtype, w.rows, w.cols);
@@ -33,7 +39,9 @@ void Model::pack_weights() {
                         std::to_string(packed_bytes(w.dtype, w.rows, w.cols) >> 20) + " MiB)");
         }
         w.packed = packed_.back().matrix();
-        checkpoint_->release(w.data, size_t(w.rows * w.cols) * dtype_size(w.dtype));
+        checkpoint_->release(w.data, bytes(w));
+        done += bytes(w);
+        if (progress) progress(done, total_bytes);
     };
     for (LayerWeights& L : weights_.layers) {
         pack(L.q_proj, "q_proj");

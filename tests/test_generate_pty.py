@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """`plainllama generate` on a pseudo-terminal: Ctrl-C stops generation cleanly, printing what was generated
-and the timings, with exit status 130.
+and the timings, with exit status 130; the loading percentage is shown and then erased.
 
 stories260K generates its whole context in well under a second, too fast to interrupt by timing, so the
 terminal's output is stopped first (Ctrl-S): generate blocks writing its first piece; the Ctrl-C interrupts
@@ -11,7 +11,9 @@ import os
 import pty
 import re
 import select
+import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -56,6 +58,28 @@ def run_interrupted(args):
     return status, out.decode(errors="replace")
 
 
+def run_on_pty(args):
+    """Runs plainllama with its stdio on a pseudo-terminal; returns everything it printed (exit status 0)."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.environ["OMP_WAIT_POLICY"] = "passive"
+        os.execv(BINARY, [BINARY, *args])
+    out = b""
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    _, st = os.waitpid(pid, 0)
+    os.close(fd)
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(st) == 0, text
+    return text
+
+
 @unittest.skipUnless(os.path.exists(BINARY), "no plainllama binary (set PLAINLLAMA_BINARY)")
 class GeneratePty(unittest.TestCase):
     def test_ctrl_c_stops_generation_and_prints_timings(self):
@@ -68,6 +92,28 @@ class GeneratePty(unittest.TestCase):
         self.assertIsNotNone(m, out)
         self.assertLess(int(m.group(1)), 100, "generation was not stopped early: " + out)
 
+    def test_loading_progress_on_a_terminal_is_erased(self):
+        # Shown for models of 64 MiB of matrices or more: a random one of 90 MiB (one layer, vocab 32000).
+        with tempfile.TemporaryDirectory() as tmp:
+            model = os.path.join(tmp, "m")
+            subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "scripts", "make_synthetic_model.py"),
+                            "--hidden-size", "1024", "--intermediate-size", "2816", "--num-hidden-layers", "1",
+                            "--num-attention-heads", "8", "--num-key-value-heads", "8", "--untie-word-embeddings",
+                            "--dtype", "bf16", "--tokenizer", os.path.join(SHARED_DIR, "tokenizers", "llama2",
+                                                                           "tokenizer.model"), model],
+                           check=True, capture_output=True)
+            text = run_on_pty(["generate", "-m", model, "-p", "Once", "-n", "2", "--temp", "0", "-c", "64"])
+            small = run_on_pty(["generate", "-m", MODEL, "-p", "Once", "-n", "2", "--temp", "0"])
+        self.assertIn("\rloading " + model + ": ", text)
+        shown = [int(p) for p in re.findall(r"\rloading [^\r]*: (\d+)%", text)]
+        self.assertGreaterEqual(len(shown), 2, text)
+        self.assertEqual(shown, sorted(set(shown)), "percentages go up: " + text)
+        # The percentage line is erased before anything else is printed.
+        erase = text.index("\r\x1b[K")
+        self.assertLess(text.index("\rloading "), erase)
+        self.assertNotIn("loading", text[erase:])
+        self.assertIn("eval time", text[erase:])
+        self.assertNotIn("loading", small)  # stories260K: 1 MB, no progress
 
 if __name__ == "__main__":
     sys.exit(unittest_summary.run(__name__))

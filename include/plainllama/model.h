@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -14,8 +15,10 @@ namespace plainllama {
 
 class Model {
 public:
+    // Called while loading with the weight bytes repacked so far and the total.
+    using Progress = std::function<void(size_t done, size_t total)>;
     // dir: an HF folder with config.json and model.safetensors (or an index and shards).
-    explicit Model(const std::filesystem::path& dir);
+    explicit Model(const std::filesystem::path& dir, const Progress& progress = {});
     const LlamaConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
     const Checkpoint& checkpoint() const { return *checkpoint_; }
@@ -26,7 +29,7 @@ public:
 private:
     // Repacks every matrix matmul reads into its Weight::packed and drops its pages of the mapping, so that
     // memory stays about the file's size.
-    void pack_weights();
+    void pack_weights(const Progress& progress);
 
     std::filesystem::path dir_;
     LlamaConfig config_;

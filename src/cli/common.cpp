@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <algorithm>
 #include <chrono>
@@ -142,7 +144,16 @@ Loaded load(const ModelOpts& o) {
     set_threads(o.threads > 0 ? o.threads : physical_cores());
     Loaded l;
     const double t0 = now_seconds();
-    l.model = std::make_unique<Model>(o.model);
+    // Repacking the weights takes seconds for large models: a percentage on a terminal, erased when done
+    // (not for models under 64 MiB, which load in milliseconds).
+    const bool tty = ::isatty(2) && !o.quiet;
+    int shown = -1;
+    l.model = std::make_unique<Model>(o.model, [&](size_t done, size_t total) {
+        const int pct = total ? int(done * 100 / total) : 100;
+        if (!tty || total < (size_t(64) << 20) || pct == shown) return;
+        shown = pct;
+        std::fprintf(stderr, pct < 100 ? "\rloading %s: %d%%" : "\r\033[K", o.model.c_str(), pct);
+    });
     if (o.check_tensors) check_tensors(l.model->checkpoint());
     l.tokenizer = std::make_unique<Tokenizer>(std::filesystem::path(o.model) / "tokenizer.model");
     if (l.tokenizer->vocab_size() > l.model->config().vocab_size)
