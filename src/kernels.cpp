@@ -255,13 +255,24 @@ void with_mr(int mr, F&& f) {
     f(std::integral_constant<int, MR>{});
 }
 
+// f(t, std::integral_constant<int, MR>{}) for register tiles of rows t .. t+MR-1 covering t0 .. t1-1. The last
+// kMR + r rows (0 < r < kMR) go as two tiles of about equal height, not kMR and r: a 1- or 2-row tile runs at
+// a fraction of the full tile's rate.
+template <class F>
+void for_each_row_tile(int64_t t0, int64_t t1, F&& f) {
+    for (int64_t t = t0; t < t1;) {
+        const int64_t left = t1 - t, mr = left >= 2 * kMR || left == kMR ? kMR : left > kMR ? (left + 1) / 2 : left;
+        with_mr(int(mr), [&](auto MR) { f(t, MR); });
+        t += mr;
+    }
+}
+
 // out[t0 .. t1-1, n0 .. n0+nr-1] for one K block: Wp [kc][ldw] holds W's block transposed (k-major).
 void tile_rows(float* out, int64_t N, const float* x, int64_t K, const float* Wp, int64_t ldw, int64_t t0, int64_t t1,
                int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
-    for (int64_t t = t0; t < t1; t += kMR)
-        with_mr(int(std::min(kMR, t1 - t)), [&](auto MR) {
-            micro_tile<MR()>(out + t * N + n0, N, x + t * K + k0, K, Wp, ldw, kc, nr, k0 > 0);
-        });
+    for_each_row_tile(t0, t1, [&](int64_t t, auto MR) {
+        micro_tile<MR()>(out + t * N + n0, N, x + t * K + k0, K, Wp, ldw, kc, nr, k0 > 0);
+    });
 }
 
 // tile(t0, t1, n0, nr) for every (token chunk, block of kNR outputs) of out [T, N], over the threads.
@@ -424,18 +435,18 @@ void matvec_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
     }
 }
 
-// Prefill: out[T, N] = x W^T from the panels, a K block of one panel at a time as f32.
+// Prefill, one tile: out[t0 .. t1-1, n0 .. n0+nr-1] of out [T, N] = x W^T from panel n0 / kPanel, a K block at
+// a time as f32 (F32: the panel itself; F16, BF16: widened into a per-thread buffer).
 template <class T>
-void gemm_packed(float* out, const float* x, const T* W, int64_t T_, int64_t N, int64_t K) {
+void gemm_tile(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t t0, int64_t t1, int64_t n0,
+               int64_t nr) {
     const int64_t Ks = stored_k(std::is_same_v<T, BF16> ? DType::BF16 : DType::F32, K);
-    for_each_tile(T_, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
-        float* buf = thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
-        const T* P = W + n0 * Ks;                       // panel n0 / kPanel
-        for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-            const int64_t kc = std::min(kKC, K - k0);
-            tile_rows(out, N, x, K, panel_f32(buf, P, k0, kc), kNR, t0, t1, n0, nr, k0, kc);
-        }
-    });
+    float* buf = thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
+    const T* P = W + n0 * Ks;
+    for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+        const int64_t kc = std::min(kKC, K - k0);
+        tile_rows(out, N, x, K, panel_f32(buf, P, k0, kc), kNR, t0, t1, n0, nr, k0, kc);
+    }
 }
 
 #if defined(PL_AVX512) && defined(__AVX512BF16__)
@@ -460,9 +471,10 @@ void micro_tile_bf16(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, co
     c.store(out, ldo);
 }
 
-void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_t N, int64_t K) {
+// x [T, K] rounded to BF16 pairs [T, ceil(K/2)] (an odd K's last pair padded with 0), in a per-thread buffer.
+const uint32_t* bf16_pairs(const float* x, int64_t T_, int64_t K) {
     const int64_t Kp = (K + 1) / 2;
-    static thread_local std::vector<uint32_t> xb_buf;  // [T, Kp] BF16 pairs (an odd K's last one padded with 0)
+    static thread_local std::vector<uint32_t> xb_buf;
     if (xb_buf.size() < size_t(T_ * Kp)) xb_buf.resize(size_t(T_ * Kp));
     uint32_t* xb = xb_buf.data();
     for (int64_t t = 0; t < T_; ++t) {
@@ -474,32 +486,53 @@ void gemm_bf16_dot(float* out, const float* x, const BF16* W, int64_t T_, int64_
         for (; k < K; ++k) dst[k] = f32_to_bf16(xr[k]);
         if (K % 2) dst[K] = 0;
     }
-    const uint32_t* W2 = reinterpret_cast<const uint32_t*>(W);
-    for_each_tile(T_, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
-        const uint32_t* P = W2 + n0 * Kp;  // panel n0 / kPanel: [Kp][kNR] pairs
-        for (int64_t p0 = 0; p0 < Kp; p0 += kKCP) {
-            const int64_t pc = std::min(kKCP, Kp - p0);
-            for (int64_t t = t0; t < t1; t += kMR)
-                with_mr(int(std::min(kMR, t1 - t)), [&](auto MR) {
-                    micro_tile_bf16<MR()>(out + t * N + n0, N, xb + t * Kp + p0, Kp, P + p0 * kNR, pc, nr, p0 > 0);
-                });
-        }
-    });
+    return xb;
+}
+
+// One tile as gemm_tile, with xb = bf16_pairs(x).
+void gemm_tile_bf16_dot(float* out, const uint32_t* xb, const BF16* W, int64_t N, int64_t K, int64_t t0, int64_t t1,
+                        int64_t n0, int64_t nr) {
+    const int64_t Kp = (K + 1) / 2;
+    const uint32_t* P = reinterpret_cast<const uint32_t*>(W) + n0 * Kp;  // [Kp][kNR] pairs
+    for (int64_t p0 = 0; p0 < Kp; p0 += kKCP) {
+        const int64_t pc = std::min(kKCP, Kp - p0);
+        for_each_row_tile(t0, t1, [&](int64_t t, auto MR) {
+            micro_tile_bf16<MR()>(out + t * N + n0, N, xb + t * Kp + p0, Kp, P + p0 * kNR, pc, nr, p0 > 0);
+        });
+    }
 }
 #endif
 
-template <class T>
-void matmul_t(float* out, const float* x, const PackedMatrix& W, int64_t T_, [[maybe_unused]] bool exact) {
-    if (T_ == 1) {
-        const MatmulJob job{out, &W};
-        return matvec_many(&job, 1, x, W.K);
+// Prefill for several products of the same x [T, K]: one tile space over the panels of all jobs, so one
+// parallel region (one barrier, and no thread idle at the end of each matrix).
+void gemm_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, bool exact) {
+    const int64_t K = jobs[0].W->K;
+    std::vector<int64_t> first(size_t(n_jobs) + 1, 0);  // first[i]: job i's first panel in the joint space
+    [[maybe_unused]] bool dot = false;
+    for (int i = 0; i < n_jobs; ++i) {
+        first[size_t(i) + 1] = first[size_t(i)] + n_panels(jobs[i].W->N);
+        dot = dot || (jobs[i].W->dtype == DType::BF16 && !exact);
     }
 #ifdef PL_BF16_DOT
-    if constexpr (std::is_same_v<T, BF16>) {
-        if (!exact) return gemm_bf16_dot(out, x, static_cast<const BF16*>(W.data), T_, W.N, W.K);
-    }
+    const uint32_t* xb = dot ? bf16_pairs(x, T_, K) : nullptr;
 #endif
-    gemm_packed(out, x, static_cast<const T*>(W.data), T_, W.N, W.K);
+    for_each_tile(T_, first.back() * kNR, K, [&](int64_t t0, int64_t t1, int64_t g0, int64_t) {
+        const int64_t gp = g0 / kNR;
+        int i = 0;
+        while (gp >= first[size_t(i) + 1]) ++i;
+        const PackedMatrix& W = *jobs[i].W;
+        const int64_t n0 = (gp - first[size_t(i)]) * kNR, nr = std::min(kNR, W.N - n0);
+        float* out = jobs[i].out;
+        switch (W.dtype) {
+            case DType::F32: return gemm_tile(out, x, static_cast<const float*>(W.data), W.N, K, t0, t1, n0, nr);
+            case DType::F16: return gemm_tile(out, x, static_cast<const F16*>(W.data), W.N, K, t0, t1, n0, nr);
+            case DType::BF16:
+#ifdef PL_BF16_DOT
+                if (!exact) return gemm_tile_bf16_dot(out, xb, static_cast<const BF16*>(W.data), W.N, K, t0, t1, n0, nr);
+#endif
+                return gemm_tile(out, x, static_cast<const BF16*>(W.data), W.N, K, t0, t1, n0, nr);
+        }
+    });
 }
 
 }  // namespace
@@ -549,16 +582,13 @@ PackedWeight::PackedWeight(const void* W, DType t, int64_t N, int64_t K) {
 }
 
 void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact) {
-    switch (W.dtype) {
-        case DType::F32: return matmul_t<float>(out, x, W, T, exact);
-        case DType::F16: return matmul_t<F16>(out, x, W, T, exact);
-        case DType::BF16: return matmul_t<BF16>(out, x, W, T, exact);
-    }
+    const MatmulJob job{out, &W};
+    matmul_many(&job, 1, x, T, exact);
 }
 
 void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact) {
     if (T == 1) return matvec_many(jobs, n_jobs, x, jobs[0].W->K);
-    for (int i = 0; i < n_jobs; ++i) matmul(jobs[i].out, x, *jobs[i].W, T, exact);
+    gemm_many(jobs, n_jobs, x, T, exact);
 }
 
 void matmul_nt(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K) {

@@ -136,6 +136,35 @@ TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
     std::printf("matmul: worst |out - ref| = %.3g u * sum|x w| (bound K + 2 <= 1002)\n", worst);
 }
 
+// matmul_many runs all its products in one tile space: each output equals matmul of that job alone, bit for
+// bit, for mixed types and sizes, decode and prefill, exact or not.
+TEST(Matmul, ManyEqualsOneAtATime) {
+    std::mt19937 rng(13);
+    const int64_t K = 300;
+    const std::vector<std::pair<DType, int64_t>> shapes = {{DType::F16, 70}, {DType::F32, 5}, {DType::BF16, 64}, {DType::F32, 33}};
+    std::vector<PackedWeight> W;
+    for (const auto& [t, N] : shapes) {
+        const auto w = random_weights(t, size_t(N * K), rng);
+        W.emplace_back(w.data(), t, N, K);
+    }
+    for (int64_t T : {1, 2, 37, 130})
+        for (bool exact : {true, false})
+            for (int th : {1, 2}) {
+                Threads scope(th);
+                const auto x = random_floats(size_t(T * K), rng);
+                std::vector<std::vector<float>> many, one;
+                std::vector<MatmulJob> jobs;
+                for (size_t i = 0; i < W.size(); ++i) {
+                    many.emplace_back(size_t(T * W[i].matrix().N), -1.0f);
+                    one.emplace_back(size_t(T * W[i].matrix().N), -2.0f);
+                    matmul(one.back().data(), x.data(), W[i].matrix(), T, exact);
+                }
+                for (size_t i = 0; i < W.size(); ++i) jobs.push_back({many[i].data(), &W[i].matrix()});
+                matmul_many(jobs.data(), int(jobs.size()), x.data(), T, exact);
+                for (size_t i = 0; i < W.size(); ++i) ASSERT_EQ(many[i], one[i]) << "job " << i << " T " << T << " exact " << exact;
+            }
+}
+
 // The panels hold W[r, k] exactly where kernels.h says, and zeros in the padding.
 TEST(Matmul, PackedLayoutIsAsDocumented) {
     std::mt19937 rng(3);

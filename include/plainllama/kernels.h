@@ -51,8 +51,8 @@ private:
 // BF16 weights; the extra error is at most 2^-8 * sum_k |x[t, k] W[r, k]|.
 void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact = false);
 
-// Several products of the same input x [T, K]: jobs[i].out [T, N_i] = x W_i^T. With T == 1 the panels of
-// all W_i are split over the threads in one parallel region (one barrier instead of one per matrix).
+// Several products of the same input x [T, K]: jobs[i].out [T, N_i] = x W_i^T, the panels of all W_i split
+// over the threads in one parallel region (one barrier instead of one per matrix).
 struct MatmulJob {
     float* out;
     const PackedMatrix* W;
