@@ -23,30 +23,36 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
     const int64_t group = n_heads / n_kv_heads, hd = head_dim;
     const float scale = 1.0f / std::sqrt(float(hd));
     const int64_t per_thread = attention_scratch_per_thread(T, group, ctx, hd);
-    const int64_t chunks = (T + kTokenChunk - 1) / kTokenChunk, items = n_kv_heads * chunks;
-    // Work items: (KV head, chunk of tokens), the last chunks (most keys) first.
+    const int64_t chunks = (T + kTokenChunk - 1) / kTokenChunk;
+    // Work items: (chunk of tokens, KV head, part of its query heads), the last chunks (most keys) first. The
+    // group's query heads are split only when there are fewer (chunk, KV head) pairs than threads (decode with
+    // few KV heads); each output row is computed alike either way.
+    const int64_t threads = omp_get_max_threads(), pairs = n_kv_heads * chunks;
+    const int64_t per_part = pairs >= threads ? group : std::max<int64_t>(1, group * pairs / threads);
+    const int64_t parts = (group + per_part - 1) / per_part, items = pairs * parts;
 #pragma omp parallel for schedule(dynamic, 1) if (n_heads * T * (pos0 + T) * hd >= (1 << 17))
     for (int64_t it = 0; it < items; ++it) {
-        const int64_t g = it % n_kv_heads, c = chunks - 1 - it / n_kv_heads;
-        const int64_t t0 = c * kTokenChunk, t1 = std::min(T, t0 + kTokenChunk), rows = (t1 - t0) * group;
+        const int64_t c = chunks - 1 - it / (n_kv_heads * parts), g = it / parts % n_kv_heads, part = it % parts;
+        const int64_t h0 = g * group + part * per_part, nq = std::min(per_part, group - part * per_part);
+        const int64_t t0 = c * kTokenChunk, t1 = std::min(T, t0 + kTokenChunk), rows = (t1 - t0) * nq;
         const int64_t n_keys = pos0 + t1;         // what the chunk's last token sees
         const float* K = k_cache + g * ctx * hd;  // [n_keys, hd] used
         const float* V = v_cache + g * ctx * hd;
-        float* Q = scratch + omp_get_thread_num() * per_thread;  // [rows, hd]: row (t - t0) * group + i is head g * group + i
+        float* Q = scratch + omp_get_thread_num() * per_thread;  // [rows, hd]: row (t - t0) * nq + i is head h0 + i
         float* O = Q + rows * hd;                                 // [rows, hd]
         float* S = O + rows * hd;                                 // [rows, n_keys]
-        for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + g * group) * hd, group * hd, Q + (t - t0) * group * hd);
+        for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, Q + (t - t0) * nq * hd);
         matmul_nt(S, Q, K, rows, n_keys, hd);  // inside this parallel loop: runs on this thread
         for (int64_t r = 0; r < rows; ++r) {
             float* row = S + r * n_keys;
-            const int64_t n = pos0 + t0 + r / group + 1;  // causal: keys 0 .. pos0 + t
+            const int64_t n = pos0 + t0 + r / nq + 1;  // causal: keys 0 .. pos0 + t
 #pragma omp simd
             for (int64_t j = 0; j < n; ++j) row[j] *= scale;
             softmax(row, n);
             std::fill(row + n, row + n_keys, 0.0f);
         }
         matmul_nn(O, S, V, rows, hd, n_keys);
-        for (int64_t t = t0; t < t1; ++t) std::copy_n(O + (t - t0) * group * hd, group * hd, out + (t * n_heads + g * group) * hd);
+        for (int64_t t = t0; t < t1; ++t) std::copy_n(O + (t - t0) * nq * hd, nq * hd, out + (t * n_heads + h0) * hd);
     }
 }
 
