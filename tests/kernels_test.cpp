@@ -93,7 +93,7 @@ TEST(Matmul, ReferenceIsADoubleDotProduct) {
 // missing element costs about sum / K, which is far above it for every K here.
 TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
     std::mt19937 rng(42);
-    const int64_t kT[] = {1, 2, 5, 6, 7, 13, 64};
+    const int64_t kT[] = {1, 2, 5, 6, 7, 8, 13, 14, 64};
     const int64_t kNK[] = {1, 15, 16, 17, 33, 100, 300, 1000};
     constexpr size_t kGuard = 37;
     double worst = 0;  // max |out - ref| / (u sum |x w|)
