@@ -28,7 +28,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
     // group's query heads are split only when there are fewer (chunk, KV head) pairs than threads (decode with
     // few KV heads); each output row is computed alike either way.
     const int64_t threads = omp_get_max_threads(), pairs = n_kv_heads * chunks;
-    const int64_t per_part = pairs >= threads ? group : std::max<int64_t>(1, group * pairs / threads);
+    const int64_t want = (threads + pairs - 1) / pairs, per_part = pairs >= threads ? group : (group + want - 1) / want;
     const int64_t parts = (group + per_part - 1) / per_part, items = pairs * parts;
 #pragma omp parallel for schedule(dynamic, 1) if (n_heads * T * (pos0 + T) * hd >= (1 << 17))
     for (int64_t it = 0; it < items; ++it) {

@@ -588,11 +588,13 @@ void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool e
 }
 
 void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact) {
+    if (T < 1 || n_jobs < 1) return;
     if (T == 1) return matvec_many(jobs, n_jobs, x, jobs[0].W->K);
     gemm_many(jobs, n_jobs, x, T, exact);
 }
 
 void matmul_nt(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K) {
+    if (T < 1 || N < 1) return;
     for_each_tile(T, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
         float* Wp = thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
         for (int64_t k0 = 0; k0 < K; k0 += kKC) {
@@ -604,6 +606,7 @@ void matmul_nt(float* out, const float* x, const float* B, int64_t T, int64_t N,
 }
 
 void matmul_nn(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K) {
+    if (T < 1 || N < 1) return;
     for_each_tile(T, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
         for (int64_t k0 = 0; k0 < K; k0 += kKC)
             tile_rows(out, N, x, K, B + k0 * N + n0, N, t0, t1, n0, nr, k0, std::min(kKC, K - k0));

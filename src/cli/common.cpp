@@ -147,13 +147,20 @@ Loaded load(const ModelOpts& o) {
     // Repacking the weights takes seconds for large models: a percentage on a terminal, erased when done
     // (not for models under 64 MiB, which load in milliseconds).
     const bool tty = ::isatty(2) && !o.quiet;
+    const std::filesystem::path dir = std::filesystem::path(o.model).lexically_normal();
+    const std::string name = (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();  // one short line
     int shown = -1;
-    l.model = std::make_unique<Model>(o.model, [&](size_t done, size_t total) {
-        const int pct = total ? int(done * 100 / total) : 100;
-        if (!tty || total < (size_t(64) << 20) || pct == shown) return;
-        shown = pct;
-        std::fprintf(stderr, pct < 100 ? "\rloading %s: %d%%" : "\r\033[K", o.model.c_str(), pct);
-    });
+    try {
+        l.model = std::make_unique<Model>(o.model, [&](size_t done, size_t total) {
+            const int pct = total ? int(done * 100 / total) : 100;
+            if (!tty || total < (size_t(64) << 20) || pct == shown) return;
+            shown = pct;
+            std::fprintf(stderr, pct < 100 ? "\rloading %s: %d%%" : "\r\033[K", name.c_str(), pct);
+        });
+    } catch (...) {
+        if (shown >= 0 && shown < 100) std::fprintf(stderr, "\r\033[K");  // the error gets a line of its own
+        throw;
+    }
     if (o.check_tensors) check_tensors(l.model->checkpoint());
     l.tokenizer = std::make_unique<Tokenizer>(std::filesystem::path(o.model) / "tokenizer.model");
     if (l.tokenizer->vocab_size() > l.model->config().vocab_size)
