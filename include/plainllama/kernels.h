@@ -1,5 +1,6 @@
 // Compute kernels. They know nothing of the model: plain arrays, shapes and storage types.
-// Row-major throughout; weights may be F32, F16 or BF16 and are converted inside the kernels.
+// Row-major, except weight matrices, packed into panels (below); weights may be F32, F16 or BF16 and are converted
+// inside the kernels.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
@@ -17,10 +18,10 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
 // each k-major, so that one step in k reads kPanel contiguous values:
 //   F32, F16: panel p = [K][kPanel]; W[kPanel p + j, k] at [k][j]
 //   BF16:     panel p = [ceil(K/2)][kPanel][2]; W[kPanel p + j, k] at [k/2][j][k%2] (pairs for vdpbf16ps)
-// Rows past N in the last panel and an odd K's pad are zero. Panels start 64-byte aligned when `data` is.
+// Rows past N in the last panel and an odd K's pad are zero.
 constexpr int64_t kPanel = 32;
 struct PackedMatrix {
-    const void* data = nullptr;  // packed_bytes(dtype, N, K) bytes, 64-byte aligned
+    const void* data = nullptr;  // packed_bytes(dtype, N, K) bytes (PackedWeight's are 64-byte aligned)
     DType dtype = DType::F32;
     int64_t N = 0, K = 0;
 };
@@ -51,8 +52,8 @@ private:
 // BF16 weights; the extra error is at most 2^-8 * sum_k |x[t, k] W[r, k]|.
 void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact = false);
 
-// Several products of the same input x [T, K]: jobs[i].out [T, N_i] = x W_i^T, the panels of all W_i split
-// over the threads in one parallel region (one barrier instead of one per matrix).
+// Several products of the same input x [T, K] (every W_i has that K): jobs[i].out [T, N_i] = x W_i^T, the
+// panels of all W_i split over the threads in one parallel region (one barrier instead of one per matrix).
 struct MatmulJob {
     float* out;
     const PackedMatrix* W;
