@@ -187,7 +187,9 @@ inline void transpose16x16(__m512 r[16]) {
 
 // A BF16 pair word (k even in the low half, k+1 in the high half) as two f32 vectors.
 inline __m512 bf16_even(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
-inline __m512 bf16_odd(__m512i v) { return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u)))); }
+inline __m512 bf16_odd(__m512i v) {
+    return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+}
 
 // An MR x kNR tile of out in registers, columns masked to nr; starts from out when accumulating.
 template <int MR>
@@ -220,8 +222,9 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const floa
     auto run = [&](auto masked) {
         for (int64_t k = 0; k < kc; ++k) {
             // Masked loads cost half the speed on Zen 4: only for a partial block of a row-major B.
-            const __m512 w0 = masked() ? _mm512_maskz_loadu_ps(c.m0, Wp + k * ldw) : _mm512_loadu_ps(Wp + k * ldw);
-            const __m512 w1 = masked() ? _mm512_maskz_loadu_ps(c.m1, Wp + k * ldw + 16) : _mm512_loadu_ps(Wp + k * ldw + 16);
+            const float* w = Wp + k * ldw;
+            const __m512 w0 = masked() ? _mm512_maskz_loadu_ps(c.m0, w) : _mm512_loadu_ps(w);
+            const __m512 w1 = masked() ? _mm512_maskz_loadu_ps(c.m1, w + 16) : _mm512_loadu_ps(w + 16);
             for (int i = 0; i < MR; ++i) {
                 const __m512 xb = _mm512_set1_ps(x[i * ldx + k]);
                 c.acc0[i] = _mm512_fmadd_ps(xb, w0, c.acc0[i]);
@@ -462,7 +465,8 @@ void micro_tile_bf16(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, co
                      int64_t nr, bool accumulate) {
     OutTile<MR> c(out, ldo, nr, accumulate);
     for (int64_t p = 0; p < pc; ++p) {
-        const __m512bh w0 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR), w1 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR + 16);
+        const __m512bh w0 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR);
+        const __m512bh w1 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR + 16);
         for (int i = 0; i < MR; ++i) {
             const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x[i * ldx + p]));
             c.acc0[i] = _mm512_dpbf16_ps(c.acc0[i], xb, w0);
@@ -483,7 +487,8 @@ const uint32_t* bf16_pairs(const float* x, int64_t T_, int64_t K) {
         uint16_t* dst = reinterpret_cast<uint16_t*>(xb + t * Kp);
         int64_t k = 0;
         for (; k + 32 <= K; k += 32)
-            _mm512_storeu_si512(dst + k, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k)));
+            _mm512_storeu_si512(dst + k,
+                                (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + k + 16), _mm512_loadu_ps(xr + k)));
         for (; k < K; ++k) dst[k] = f32_to_bf16(xr[k]);
         if (K % 2) dst[K] = 0;
     }
@@ -529,7 +534,8 @@ void gemm_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, bo
             case DType::F16: return gemm_tile(out, x, static_cast<const F16*>(W.data), W.N, K, t0, t1, n0, nr);
             case DType::BF16:
 #ifdef PL_BF16_DOT
-                if (!exact) return gemm_tile_bf16_dot(out, xb, static_cast<const BF16*>(W.data), W.N, K, t0, t1, n0, nr);
+                if (!exact)
+                    return gemm_tile_bf16_dot(out, xb, static_cast<const BF16*>(W.data), W.N, K, t0, t1, n0, nr);
 #endif
                 return gemm_tile(out, x, static_cast<const BF16*>(W.data), W.N, K, t0, t1, n0, nr);
         }

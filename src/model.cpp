@@ -141,8 +141,9 @@ const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     const size_t V = size_t(c.vocab_size);
     if (all_logits && logits_.size() < size_t(n) * V) alloc(&logits_, size_t(n) * V, "logits");
     const size_t scratch = size_t(omp_get_max_threads()) *
-                           size_t(attention_scratch_per_thread(std::min(n, n_batch_), c.num_attention_heads / c.num_key_value_heads,
-                                                               n_ctx_, c.head_dim));
+                           size_t(attention_scratch_per_thread(std::min(n, n_batch_),
+                                                               c.num_attention_heads / c.num_key_value_heads, n_ctx_,
+                                                               c.head_dim));
     if (scratch_.size() < scratch) alloc(&scratch_, scratch, "attention scratch");
     for (int64_t i = 0; i < n; i += n_batch_) {
         const int64_t T = std::min(n_batch_, n - i);

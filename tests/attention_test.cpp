@@ -40,7 +40,8 @@ std::vector<double> reference(const std::vector<float>& q, const std::vector<flo
             for (double& v : w) sum += (v = std::exp(v - mx));
             for (int64_t j = 0; j < n; ++j)
                 for (int64_t i = 0; i < hd; ++i)
-                    out[size_t((t * s.n_heads + h) * hd + i)] += w[size_t(j)] / sum * double(Vc[size_t((g * ctx + j) * hd + i)]);
+                    out[size_t((t * s.n_heads + h) * hd + i)] +=
+                        w[size_t(j)] / sum * double(Vc[size_t((g * ctx + j) * hd + i)]);
         }
     return out;
 }
@@ -49,11 +50,12 @@ std::vector<double> reference(const std::vector<float>& q, const std::vector<flo
 std::vector<float> run(const std::vector<float>& q, const std::vector<float>& Kc, const std::vector<float>& Vc,
                        int64_t T, int64_t pos0, const Shape& s, int64_t ctx) {
     std::vector<float> out(size_t(T * s.n_heads * s.head_dim) + 8, -3.0f);
-    std::vector<float> scratch(size_t(omp_get_max_threads() *
-                                      attention_scratch_per_thread(T, s.n_heads / s.n_kv_heads, ctx, s.head_dim)));
+    std::vector<float> scratch(
+        size_t(omp_get_max_threads() * attention_scratch_per_thread(T, s.n_heads / s.n_kv_heads, ctx, s.head_dim)));
     attention(out.data(), q.data(), Kc.data(), Vc.data(), T, pos0, s.n_heads, s.n_kv_heads, s.head_dim, ctx,
               scratch.data());
-    for (size_t i = size_t(T * s.n_heads * s.head_dim); i < out.size(); ++i) EXPECT_EQ(out[i], -3.0f) << "wrote past out";
+    for (size_t i = size_t(T * s.n_heads * s.head_dim); i < out.size(); ++i)
+        EXPECT_EQ(out[i], -3.0f) << "wrote past out";
     out.resize(size_t(T * s.n_heads * s.head_dim));
     return out;
 }
@@ -68,7 +70,8 @@ TEST(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
                 for (int th : {1, 2, 3}) {
                     Threads scope(th);
                     const int64_t ctx = pos0 + T + 3, hd = s.head_dim;
-                    std::vector<float> q(size_t(T * s.n_heads * hd)), Kc(size_t(s.n_kv_heads * ctx * hd)), Vc(Kc.size());
+                    std::vector<float> q(size_t(T * s.n_heads * hd)), Kc(size_t(s.n_kv_heads * ctx * hd)),
+                        Vc(Kc.size());
                     for (float& v : q) v = d(rng);
                     for (float& v : Kc) v = d(rng);
                     for (float& v : Vc) v = d(rng);
@@ -76,8 +79,8 @@ TEST(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
                     const auto ref = reference(q, Kc, Vc, T, pos0, s, ctx);
                     for (size_t i = 0; i < out.size(); ++i)
                         ASSERT_NEAR(out[i], ref[i], 2e-5 * (1.0 + std::fabs(ref[i])))
-                            << "heads " << s.n_heads << "/" << s.n_kv_heads << " hd " << hd << " T " << T << " pos0 " << pos0
-                            << " threads " << th << " at " << i;
+                            << "heads " << s.n_heads << "/" << s.n_kv_heads << " hd " << hd << " T " << T << " pos0 "
+                            << pos0 << " threads " << th << " at " << i;
                     // The same tokens one at a time (decode): identical, bit for bit.
                     for (int64_t t = 0; t < T; ++t) {
                         const int64_t qd = s.n_heads * hd;
@@ -85,8 +88,8 @@ TEST(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
                         const auto one = run(qt, Kc, Vc, 1, pos0 + t, s, ctx);
                         for (int64_t i = 0; i < qd; ++i)
                             ASSERT_EQ(one[size_t(i)], out[size_t(t * qd + i)])
-                                << "heads " << s.n_heads << "/" << s.n_kv_heads << " hd " << hd << " T " << T << " pos0 "
-                                << pos0 << " threads " << th << " token " << t;
+                                << "heads " << s.n_heads << "/" << s.n_kv_heads << " hd " << hd << " T " << T
+                                << " pos0 " << pos0 << " threads " << th << " token " << t;
                     }
                 }
 }

@@ -25,8 +25,6 @@ constexpr double kU = 0x1p-24;  // unit roundoff of f32
 using test::decode_bf16;
 using test::decode_f16;
 
-
-
 double decode(DType t, const void* p, size_t i) {
     if (t == DType::F32) return double(static_cast<const float*>(p)[i]);
     const uint16_t h = static_cast<const uint16_t*>(p)[i];
@@ -113,24 +111,26 @@ TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
                     for (size_t i = dtype_size(t) - 1; i < Wa.size(); i += dtype_size(t)) Wa[i] &= 0x7f;
                     matmul_reference(scale.data(), xa.data(), Wa.data(), t, T, N, K);
                     for (int th : {1, 2})
-                    for (bool exact : {true, false}) {
-                        Threads scope(th);
-                        std::vector<float> out(size_t(T * N) + kGuard, -12345.0f);
-                        matmul(out.data(), x.data(), packed.matrix(), T, exact);
-                        // BF16 prefill rounds x to BF16 unless exact: at most 2^-8 relative per product.
-                        const double x_rounding = !exact && t == DType::BF16 && T > 1 ? 1.0 / 256 : 0.0;
-                        for (size_t i = size_t(T * N); i < out.size(); ++i)
-                            ASSERT_EQ(out[i], -12345.0f)
-                                << "wrote past the output: " << dtype_name(t) << " T " << T << " N " << N << " K " << K;
-                        for (size_t i = 0; i < ref.size(); ++i) {
-                            const double err = std::fabs(double(out[i]) - double(ref[i]));
-                            const double tol = (double(K + 2) * kU + x_rounding) * double(scale[i]);
-                            ASSERT_LE(err, tol) << dtype_name(t) << " T " << T << " N " << N << " K " << K
-                                                << " threads " << th << " exact " << exact << " at [" << i / size_t(N) << ", "
-                                                << i % size_t(N) << "]: got " << out[i] << ", expected " << ref[i];
-                            if (scale[i] > 0 && x_rounding == 0) worst = std::max(worst, err / (kU * double(scale[i])));
+                        for (bool exact : {true, false}) {
+                            Threads scope(th);
+                            std::vector<float> out(size_t(T * N) + kGuard, -12345.0f);
+                            matmul(out.data(), x.data(), packed.matrix(), T, exact);
+                            // BF16 prefill rounds x to BF16 unless exact: at most 2^-8 relative per product.
+                            const double x_rounding = !exact && t == DType::BF16 && T > 1 ? 1.0 / 256 : 0.0;
+                            for (size_t i = size_t(T * N); i < out.size(); ++i)
+                                ASSERT_EQ(out[i], -12345.0f) << "wrote past the output: " << dtype_name(t) << " T " << T
+                                                             << " N " << N << " K " << K;
+                            for (size_t i = 0; i < ref.size(); ++i) {
+                                const double err = std::fabs(double(out[i]) - double(ref[i]));
+                                const double tol = (double(K + 2) * kU + x_rounding) * double(scale[i]);
+                                ASSERT_LE(err, tol)
+                                    << dtype_name(t) << " T " << T << " N " << N << " K " << K << " threads " << th
+                                    << " exact " << exact << " at [" << i / size_t(N) << ", " << i % size_t(N)
+                                    << "]: got " << out[i] << ", expected " << ref[i];
+                                if (scale[i] > 0 && x_rounding == 0)
+                                    worst = std::max(worst, err / (kU * double(scale[i])));
+                            }
                         }
-                    }
                 }
             }
     std::printf("matmul: worst |out - ref| = %.3g u * sum|x w| (bound K + 2 <= 1002)\n", worst);
@@ -141,7 +141,8 @@ TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
 TEST(Matmul, ManyEqualsOneAtATime) {
     std::mt19937 rng(13);
     const int64_t K = 300;
-    const std::vector<std::pair<DType, int64_t>> shapes = {{DType::F16, 70}, {DType::F32, 5}, {DType::BF16, 64}, {DType::F32, 33}};
+    const std::vector<std::pair<DType, int64_t>> shapes = {
+        {DType::F16, 70}, {DType::F32, 5}, {DType::BF16, 64}, {DType::F32, 33}};
     std::vector<PackedWeight> W;
     for (const auto& [t, N] : shapes) {
         const auto w = random_weights(t, size_t(N * K), rng);
@@ -161,7 +162,8 @@ TEST(Matmul, ManyEqualsOneAtATime) {
                 }
                 for (size_t i = 0; i < W.size(); ++i) jobs.push_back({many[i].data(), &W[i].matrix()});
                 matmul_many(jobs.data(), int(jobs.size()), x.data(), T, exact);
-                for (size_t i = 0; i < W.size(); ++i) ASSERT_EQ(many[i], one[i]) << "job " << i << " T " << T << " exact " << exact;
+                for (size_t i = 0; i < W.size(); ++i)
+                    ASSERT_EQ(many[i], one[i]) << "job " << i << " T " << T << " exact " << exact;
             }
 }
 
@@ -210,15 +212,18 @@ TEST(Matmul, ARowDoesNotDependOnTheBatch) {
                         mm(one.data(), x.data() + t * K, 1);
                         for (int64_t r = 0; r < N; ++r)
                             ASSERT_EQ(one[size_t(r)], batch[size_t(t * N + r)])
-                                << what << " N " << N << " K " << K << " threads " << th << " at [" << t << ", " << r << "]";
+                                << what << " N " << N << " K " << K << " threads " << th << " at [" << t << ", " << r
+                                << "]";
                     }
                 };
                 for (DType t : kTypes) {
                     const auto W = random_weights(t, size_t(N * K), rng);
                     const PackedWeight p(W.data(), t, N, K);
-                    check(dtype_name(t), [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n, true); });
+                    check(dtype_name(t),
+                          [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n, true); });
                     if (t != DType::BF16)
-                        check(dtype_name(t), [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n); });
+                        check(dtype_name(t),
+                              [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n); });
                 }
                 const auto B = random_floats(size_t(N * K), rng);
                 check("matmul_nt", [&](float* o, const float* xx, int64_t n) { matmul_nt(o, xx, B.data(), n, N, K); });
@@ -234,7 +239,7 @@ TEST(Matmul, RowMajorProductsMatchReference) {
             for (int64_t K : {1, 17, 300}) {
                 const auto x = random_floats(size_t(T * K), rng);
                 const auto B = random_floats(size_t(N * K), rng);  // [N, K]
-                std::vector<float> Bt(B.size());                    // [K, N]
+                std::vector<float> Bt(B.size());                   // [K, N]
                 for (int64_t r = 0; r < N; ++r)
                     for (int64_t k = 0; k < K; ++k) Bt[size_t(k * N + r)] = B[size_t(r * K + k)];
                 std::vector<float> ref(size_t(T * N)), nt(ref.size() + 16, -7.0f), nn(ref.size() + 16, -7.0f);
@@ -248,7 +253,8 @@ TEST(Matmul, RowMajorProductsMatchReference) {
                     ASSERT_NEAR(nn[i], ref[i], tol) << "matmul_nn T " << T << " N " << N << " K " << K << " at " << i;
                     ASSERT_EQ(nt[i], nn[i]) << "same order, same sums: T " << T << " N " << N << " K " << K;
                 }
-                for (size_t i = ref.size(); i < nt.size(); ++i) ASSERT_TRUE(nt[i] == -7.0f && nn[i] == -7.0f) << "wrote past out";
+                for (size_t i = ref.size(); i < nt.size(); ++i)
+                    ASSERT_TRUE(nt[i] == -7.0f && nn[i] == -7.0f) << "wrote past out";
             }
 }
 

@@ -1,5 +1,6 @@
-// The LLaMA model (config + weights: matrices repacked for matmul, the rest from the mapping) and a Context that runs it: KV cache,
-// activation buffers allocated once, and the forward pass over a batch of tokens or one token.
+// The LLaMA model (config + weights: matrices repacked for matmul, the rest from the mapping) and a Context
+// that runs it: KV cache, activation buffers allocated once, and the forward pass over a batch of tokens or one
+// token.
 #pragma once
 #include <cstdint>
 #include <filesystem>

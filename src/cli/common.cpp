@@ -148,7 +148,8 @@ Loaded load(const ModelOpts& o) {
     // (not for models under 64 MiB, which load in milliseconds).
     const bool tty = ::isatty(2) && !o.quiet;
     const std::filesystem::path dir = std::filesystem::path(o.model).lexically_normal();
-    const std::string name = (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();  // one short line
+    // The folder's name, not its path: the line must fit the terminal for \r to rewrite it.
+    const std::string name = (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();
     int shown = -1;
     try {
         l.model = std::make_unique<Model>(o.model, [&](size_t done, size_t total) {
