@@ -389,6 +389,12 @@ INSTANTIATE_TEST_SUITE_P(Folders, HalfPrecision,
 // (wrong position, stale entry, wrong RoPE offset) moves logits by more than 1e-2 (checked below).
 constexpr double kDecodeVsPrefill = 0.0;
 
+// Logits [ids.size(), vocab] of one batched eval.
+std::vector<float> prefill_logits(Context& ctx, const std::vector<int32_t>& ids) {
+    const float* p = ctx.eval(ids, true);
+    return std::vector<float>(p, p + ids.size() * size_t(ctx.model().config().vocab_size));
+}
+
 std::vector<float> decode_one_by_one(Context& ctx, const std::vector<int32_t>& ids, size_t from) {
     const size_t V = size_t(ctx.model().config().vocab_size);
     std::vector<float> out;
@@ -423,8 +429,7 @@ TEST(KvCache, DecodeMatchesPrefill) {
     const auto ids = tokens40();
     const size_t V = size_t(model.config().vocab_size);
     Context ctx(model);
-    const float* p = ctx.eval(ids, true);
-    const std::vector<float> prefill(p, p + ids.size() * V);
+    const std::vector<float> prefill = prefill_logits(ctx, ids);
     EXPECT_EQ(ctx.n_past(), 40);
 
     Context dec(model);
@@ -434,13 +439,12 @@ TEST(KvCache, DecodeMatchesPrefill) {
     ContextParams split;
     split.n_batch = 7;
     Context ctx7(model, split);
-    p = ctx7.eval(ids, true);
-    const double d_split = max_abs_diff(std::vector<float>(p, p + ids.size() * V), prefill);
+    const double d_split = max_abs_diff(prefill_logits(ctx7, ids), prefill);
     EXPECT_LE(d_split, kDecodeVsPrefill);
 
     // Only the last row when all_logits is false.
     ctx7.reset();
-    p = ctx7.eval(ids, false);
+    const float* p = ctx7.eval(ids, false);
     const double d_last =
         max_abs_diff(std::vector<float>(p, p + V), std::vector<float>(prefill.end() - long(V), prefill.end()));
     EXPECT_LE(d_last, kDecodeVsPrefill);
@@ -468,9 +472,7 @@ TEST(KvCache, DecodeMatchesPrefillWith16BitWeights) {
             ContextParams params;
             params.exact = exact;
             Context ctx(model, params), dec(model, params);
-            const float* p = ctx.eval(ids, true);
-            const std::vector<float> prefill(p, p + ids.size() * size_t(model.config().vocab_size));
-            const double d = max_abs_diff(decode_one_by_one(dec, ids, 0), prefill);
+            const double d = max_abs_diff(decode_one_by_one(dec, ids, 0), prefill_logits(ctx, ids));
             const bool rounded = !exact && folder[12] == 'b';
             EXPECT_LE(d, rounded ? 0.25 : kDecodeVsPrefill) << folder << " exact " << exact;
             std::printf("%s exact %d: decode vs prefill %.3g\n", folder, int(exact), d);
@@ -482,14 +484,13 @@ TEST(KvCache, TruncateAndResetReuseTheCache) {
     const auto ids = tokens40();
     const size_t V = size_t(model.config().vocab_size);
     Context ctx(model);
-    const float* p = ctx.eval(ids, true);
-    const std::vector<float> prefill(p, p + ids.size() * V);
+    const std::vector<float> prefill = prefill_logits(ctx, ids);
     const std::vector<float> rows20(prefill.begin() + long(20 * V), prefill.end());
 
     // truncate(20) then the same 20 tokens again.
     ctx.truncate(20);
     EXPECT_EQ(ctx.n_past(), 20);
-    p = ctx.eval(ids.data() + 20, 20, true);
+    const float* p = ctx.eval(ids.data() + 20, 20, true);
     const double d_trunc = max_abs_diff(std::vector<float>(p, p + 20 * V), rows20);
     EXPECT_LE(d_trunc, kDecodeVsPrefill);
 
