@@ -159,6 +159,14 @@ float* thread_buffer(size_t n) {
 // Stored k extent of a packed panel: BF16 pairs round K up to even.
 int64_t stored_k(DType t, int64_t K) { return t == DType::BF16 ? (K + 1) / 2 * 2 : K; }
 int64_t n_panels(int64_t N) { return (N + kPanel - 1) / kPanel; }
+template <class T>  // float, F16, BF16
+constexpr DType dtype_of() {
+    return std::is_same_v<T, BF16> ? DType::BF16 : std::is_same_v<T, F16> ? DType::F16 : DType::F32;
+}
+// Where W[kPanel p + j, k] sits inside panel p (see PackedMatrix): [k][j], or [k/2][j][k%2] for BF16 pairs.
+inline int64_t panel_at(bool pairs, int64_t k, int64_t j) {
+    return pairs ? k / 2 * 2 * kPanel + j * 2 + k % 2 : k * kPanel + j;
+}
 
 #ifdef PL_AVX512
 // r[i] = row i of a 16x16 block  ->  r[i] = column i.
@@ -338,7 +346,7 @@ void pack_bf16_by_value(uint16_t* dst, const uint16_t* W, int64_t N, int64_t K) 
         for (int64_t j = 0; j < kPanel; ++j)
             for (int64_t k = 0; k < Ks; ++k) {
                 const int64_t r = p * kPanel + j;
-                dst[p * kPanel * Ks + (k / 2) * 2 * kPanel + j * 2 + k % 2] = r < N && k < K ? W[r * K + k] : 0;
+                dst[p * kPanel * Ks + panel_at(true, k, j)] = r < N && k < K ? W[r * K + k] : 0;
             }
 }
 
@@ -360,7 +368,7 @@ const float* panel_f32(float* buf, const BF16* P, int64_t k0, int64_t kc) {  // 
         }
 #else
     for (int64_t k = 0; k < kc; ++k)
-        for (int64_t j = 0; j < kNR; ++j) buf[k * kNR + j] = to_f32(P[(k0 + k) / 2 * 2 * kNR + j * 2 + (k0 + k) % 2]);
+        for (int64_t j = 0; j < kNR; ++j) buf[k * kNR + j] = to_f32(P[panel_at(true, k0 + k, j)]);
 #endif
     return buf;
 }
@@ -368,7 +376,7 @@ const float* panel_f32(float* buf, const BF16* P, int64_t k0, int64_t kc) {  // 
 // Decode: out[32p .. 32p+31] = W x for panels p0 .. p1-1, each output one fma chain over k.
 template <class T>
 void matvec_panels(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
-    const int64_t Ks = stored_k(std::is_same_v<T, BF16> ? DType::BF16 : DType::F32, K);
+    const int64_t Ks = stored_k(dtype_of<T>(), K);
     for (int64_t p = p0; p < p1; ++p) {
         const T* P = W + p * kPanel * Ks;
         const int64_t nr = std::min(kPanel, N - p * kPanel);
@@ -405,7 +413,7 @@ void matvec_panels(float* out, const float* x, const T* W, int64_t N, int64_t K,
         for (int64_t k = 0; k < K; ++k) {
             const float xv = x[k];
             for (int64_t j = 0; j < kNR; ++j)
-                acc[j] += xv * to_f32(std::is_same_v<T, BF16> ? P[k / 2 * 2 * kNR + j * 2 + k % 2] : P[k * kNR + j]);
+                acc[j] += xv * to_f32(P[panel_at(std::is_same_v<T, BF16>, k, j)]);
         }
         std::copy(acc, acc + nr, out + p * kPanel);
 #endif
@@ -444,7 +452,7 @@ void matvec_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
 template <class T>
 void gemm_tile(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t t0, int64_t t1, int64_t n0,
                int64_t nr) {
-    const int64_t Ks = stored_k(std::is_same_v<T, BF16> ? DType::BF16 : DType::F32, K);
+    const int64_t Ks = stored_k(dtype_of<T>(), K);
     float* buf = thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
     const T* P = W + n0 * Ks;
     for (int64_t k0 = 0; k0 < K; k0 += kKC) {

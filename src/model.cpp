@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <new>
+#include <string>
+#include <utility>
 
 #include "plainllama/attention.h"
 #include "plainllama/error.h"
@@ -24,35 +26,34 @@ Model::Model(const std::filesystem::path& dir, const Progress& progress) : dir_(
 }
 
 void Model::pack_weights(const Progress& progress) {
-    packed_.reserve(weights_.layers.size() * 7 + 1);
-    size_t done = 0;
+    static const std::pair<Weight LayerWeights::*, const char*> kLayerMatrices[] = {
+        {&LayerWeights::q_proj, "self_attn.q_proj"}, {&LayerWeights::k_proj, "self_attn.k_proj"},
+        {&LayerWeights::v_proj, "self_attn.v_proj"}, {&LayerWeights::o_proj, "self_attn.o_proj"},
+        {&LayerWeights::gate_proj, "mlp.gate_proj"}, {&LayerWeights::up_proj, "mlp.up_proj"},
+        {&LayerWeights::down_proj, "mlp.down_proj"}};
+    std::vector<std::pair<Weight*, std::string>> matrices;  // HF names, for messages
+    for (size_t l = 0; l < weights_.layers.size(); ++l)
+        for (const auto& [member, name] : kLayerMatrices)
+            matrices.emplace_back(&(weights_.layers[l].*member), "model.layers." + std::to_string(l) + "." + name);
+    // Tied: the embedding's rows are read back from the file when used.
+    matrices.emplace_back(&weights_.lm_head, config_.tie_word_embeddings ? "model.embed_tokens" : "lm_head");
+
     auto bytes = [](const Weight& w) { return size_t(w.rows * w.cols) * dtype_size(w.dtype); };
-    size_t total_bytes = bytes(weights_.lm_head);
-    for (const LayerWeights& L : weights_.layers)
-        for (const Weight* w : {&L.q_proj, &L.k_proj, &L.v_proj, &L.o_proj, &L.gate_proj, &L.up_proj, &L.down_proj})
-            total_bytes += bytes(*w);
-    auto pack = [&](Weight& w, const char* name) {
+    size_t done = 0, total = 0;
+    for (const auto& m : matrices) total += bytes(*m.first);
+    packed_.reserve(matrices.size());
+    for (auto& [w, name] : matrices) {
         try {
-            packed_.emplace_back(w.data, w.dtype, w.rows, w.cols);
+            packed_.emplace_back(w->data, w->dtype, w->rows, w->cols);
         } catch (const std::bad_alloc&) {
-            throw Error("out of memory repacking " + std::string(name) + " (" +
-                        std::to_string(packed_bytes(w.dtype, w.rows, w.cols) >> 20) + " MiB)");
+            throw Error("out of memory repacking " + name + ".weight (" +
+                        std::to_string(packed_bytes(w->dtype, w->rows, w->cols) >> 20) + " MiB)");
         }
-        w.packed = packed_.back().matrix();
-        checkpoint_->release(w.data, bytes(w));
-        done += bytes(w);
-        if (progress) progress(done, total_bytes);
-    };
-    for (LayerWeights& L : weights_.layers) {
-        pack(L.q_proj, "q_proj");
-        pack(L.k_proj, "k_proj");
-        pack(L.v_proj, "v_proj");
-        pack(L.o_proj, "o_proj");
-        pack(L.gate_proj, "gate_proj");
-        pack(L.up_proj, "up_proj");
-        pack(L.down_proj, "down_proj");
+        w->packed = packed_.back().matrix();
+        checkpoint_->release(w->data, bytes(*w));
+        done += bytes(*w);
+        if (progress) progress(done, total);
     }
-    pack(weights_.lm_head, "lm_head");  // tied: the embedding's rows are read back from the file when used
 }
 
 size_t Model::weight_bytes() const {

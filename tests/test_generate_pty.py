@@ -25,16 +25,19 @@ BINARY = os.environ.get("PLAINLLAMA_BINARY") or os.path.join(SOURCE_DIR, "build"
 MODEL = os.path.join(SHARED_DIR, "models", "stories260K")
 
 
-def run_interrupted(args):
+def start(args, delay=0.0):
+    """plainllama with its stdio on a pseudo-terminal, started after `delay` seconds: (pid, fd)."""
     pid, fd = pty.fork()
     if pid == 0:
-        time.sleep(0.5)  # let the parent stop the terminal's output first
+        time.sleep(delay)
         os.environ["OMP_WAIT_POLICY"] = "passive"
         os.execv(BINARY, [BINARY, *args])
-    os.write(fd, b"\x13")  # Ctrl-S
-    time.sleep(1.5)        # generate starts and blocks on its first write
-    os.write(fd, b"\x03")  # Ctrl-C
-    out, status, deadline = b"", None, time.monotonic() + 20
+    return pid, fd
+
+
+def finish(pid, fd, timeout=20):
+    """Everything the process prints until it exits (killed after `timeout` s): (exit status or None, text)."""
+    out, status, deadline = b"", None, time.monotonic() + timeout
     while time.monotonic() < deadline:
         r, _, _ = select.select([fd], [], [], 0.1)
         if r:
@@ -58,25 +61,18 @@ def run_interrupted(args):
     return status, out.decode(errors="replace")
 
 
+def run_interrupted(args):
+    pid, fd = start(args, delay=0.5)  # let the parent stop the terminal's output first
+    os.write(fd, b"\x13")  # Ctrl-S
+    time.sleep(1.5)        # generate starts and blocks on its first write
+    os.write(fd, b"\x03")  # Ctrl-C
+    return finish(pid, fd)
+
+
 def run_on_pty(args):
-    """Runs plainllama with its stdio on a pseudo-terminal; returns everything it printed (exit status 0)."""
-    pid, fd = pty.fork()
-    if pid == 0:
-        os.environ["OMP_WAIT_POLICY"] = "passive"
-        os.execv(BINARY, [BINARY, *args])
-    out = b""
-    while True:
-        try:
-            data = os.read(fd, 65536)
-        except OSError:
-            break
-        if not data:
-            break
-        out += data
-    _, st = os.waitpid(pid, 0)
-    os.close(fd)
-    text = out.decode(errors="replace")
-    assert os.waitstatus_to_exitcode(st) == 0, text
+    """Runs plainllama on a pseudo-terminal; returns everything it printed (exit status 0)."""
+    status, text = finish(*start(args))
+    assert status == 0, text
     return text
 
 
