@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -584,16 +585,22 @@ void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K) {
     }
 }
 
-PackedWeight::PackedWeight(const void* W, DType t, int64_t N, int64_t K) {
-    // Large matrices on 2 MiB pages when the kernel allows (transparent huge pages): 4 KiB pages cost one
-    // page fault each, which made loading a 2 GB model take seconds.
-    const size_t n = packed_bytes(t, N, K), huge = size_t(1) << 21, align = n >= huge ? huge : 64;
+PackedWeights::PackedWeights(size_t capacity) : capacity_(capacity) {
+    const size_t huge = size_t(1) << 21, align = capacity >= huge ? huge : 64;
     void* p = nullptr;
-    if (::posix_memalign(&p, align, n) != 0) throw std::bad_alloc();
-    if (n >= huge) ::madvise(p, n / huge * huge, MADV_HUGEPAGE);  // advice: failure is harmless
-    data_.reset(p);
-    pack_matrix(p, W, t, N, K);
-    m_ = PackedMatrix{p, t, N, K};
+    if (::posix_memalign(&p, align, std::max<size_t>(1, (capacity + align - 1) / align * align)) != 0)
+        throw std::bad_alloc();
+    if (capacity >= huge) ::madvise(p, (capacity + huge - 1) / huge * huge, MADV_HUGEPAGE);  // advice only
+    data_.reset(static_cast<char*>(p));
+}
+
+PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K) {
+    const size_t n = packed_bytes(t, N, K);  // a multiple of 64 (kPanel rows of 2 or 4 bytes): the next stays aligned
+    if (n > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
+    void* dst = data_.get() + used_;
+    used_ += n;
+    pack_matrix(dst, W, t, N, K);
+    return PackedMatrix{dst, t, N, K};
 }
 
 void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact) {

@@ -26,30 +26,28 @@ Model::Model(const std::filesystem::path& dir, const Progress& progress) : dir_(
 }
 
 void Model::pack_weights(const Progress& progress) {
-    static const std::pair<Weight LayerWeights::*, const char*> kLayerMatrices[] = {
-        {&LayerWeights::q_proj, "self_attn.q_proj"}, {&LayerWeights::k_proj, "self_attn.k_proj"},
-        {&LayerWeights::v_proj, "self_attn.v_proj"}, {&LayerWeights::o_proj, "self_attn.o_proj"},
-        {&LayerWeights::gate_proj, "mlp.gate_proj"}, {&LayerWeights::up_proj, "mlp.up_proj"},
-        {&LayerWeights::down_proj, "mlp.down_proj"}};
-    std::vector<std::pair<Weight*, std::string>> matrices;  // HF names, for messages
-    for (size_t l = 0; l < weights_.layers.size(); ++l)
-        for (const auto& [member, name] : kLayerMatrices)
-            matrices.emplace_back(&(weights_.layers[l].*member), "model.layers." + std::to_string(l) + "." + name);
-    // Tied: the embedding's rows are read back from the file when used.
-    matrices.emplace_back(&weights_.lm_head, config_.tie_word_embeddings ? "model.embed_tokens" : "lm_head");
+    static constexpr Weight LayerWeights::*kLayerMatrices[] = {
+        &LayerWeights::q_proj,    &LayerWeights::k_proj,  &LayerWeights::v_proj,   &LayerWeights::o_proj,
+        &LayerWeights::gate_proj, &LayerWeights::up_proj, &LayerWeights::down_proj};
+    std::vector<Weight*> matrices;
+    for (LayerWeights& layer : weights_.layers)
+        for (Weight LayerWeights::*member : kLayerMatrices) matrices.push_back(&(layer.*member));
+    matrices.push_back(&weights_.lm_head);  // tied: the embedding's rows are read back from the file when used
 
     auto bytes = [](const Weight& w) { return size_t(w.rows * w.cols) * dtype_size(w.dtype); };
-    size_t done = 0, total = 0;
-    for (const auto& m : matrices) total += bytes(*m.first);
-    packed_.reserve(matrices.size());
-    for (auto& [w, name] : matrices) {
-        try {
-            packed_.emplace_back(w->data, w->dtype, w->rows, w->cols);
-        } catch (const std::bad_alloc&) {
-            throw Error("out of memory repacking " + name + ".weight (" +
-                        std::to_string(packed_bytes(w->dtype, w->rows, w->cols) >> 20) + " MiB)");
-        }
-        w->packed = packed_.back().matrix();
+    size_t done = 0, total = 0, capacity = 0;
+    for (const Weight* w : matrices) {
+        total += bytes(*w);
+        capacity += packed_bytes(w->dtype, w->rows, w->cols);
+    }
+    try {
+        packed_ = std::make_unique<PackedWeights>(capacity);
+    } catch (const std::bad_alloc&) {
+        throw Error("out of memory allocating the repacked weight matrices (" + std::to_string(capacity >> 20) +
+                    " MiB)");
+    }
+    for (Weight* w : matrices) {
+        w->packed = packed_->add(w->data, w->dtype, w->rows, w->cols);
         checkpoint_->release(w->data, bytes(*w));
         done += bytes(*w);
         if (progress) progress(done, total);

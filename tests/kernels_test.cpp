@@ -11,6 +11,8 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include "plainllama/dtype.h"
@@ -192,6 +194,38 @@ TEST(Matmul, PackedLayoutIsAsDocumented) {
                             << dtype_name(t) << " N " << N << " K " << K << " at [" << r << ", " << k << "]";
                     }
             }
+}
+
+// Several matrices in one PackedWeights (how the model stores them): each as packed alone, 64-byte aligned,
+// end to end; a capacity of 2 MiB or more (huge pages) too; past the capacity is refused.
+TEST(Matmul, PackedWeightsHoldsMatricesEndToEnd) {
+    std::mt19937 rng(4);
+    const std::vector<std::tuple<DType, int64_t, int64_t>> shapes = {
+        {DType::F32, 33, 7}, {DType::BF16, 5, 65}, {DType::F16, 70, 3}, {DType::BF16, 64, 64}, {DType::F32, 1024, 600}};
+    std::vector<std::vector<uint8_t>> sources;
+    size_t capacity = 0;
+    for (const auto& [t, N, K] : shapes) {
+        sources.push_back(random_weights(t, size_t(N * K), rng));
+        capacity += packed_bytes(t, N, K);
+    }
+    ASSERT_GE(capacity, size_t(1) << 21);
+    PackedWeights store(capacity);
+    const char* end = nullptr;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        const auto& [t, N, K] = shapes[i];
+        const PackedMatrix m = store.add(sources[i].data(), t, N, K);
+        const PackedWeight alone(sources[i].data(), t, N, K);
+        ASSERT_EQ(reinterpret_cast<uintptr_t>(m.data) % 64, 0u) << i;
+        if (end) {
+            ASSERT_EQ(static_cast<const char*>(m.data), end) << i;
+        }
+        end = static_cast<const char*>(m.data) + packed_bytes(t, N, K);
+        ASSERT_EQ(m.dtype, t);
+        ASSERT_EQ(m.N, N);
+        ASSERT_EQ(m.K, K);
+        ASSERT_EQ(std::memcmp(m.data, alone.matrix().data, packed_bytes(t, N, K)), 0) << i;
+    }
+    EXPECT_THROW(store.add(sources[0].data(), DType::F32, 1, 1), std::length_error);
 }
 
 // Each output is one fma chain over k in order, so row t of a batched product equals the product of row t

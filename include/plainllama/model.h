@@ -36,7 +36,7 @@ private:
     LlamaConfig config_;
     std::unique_ptr<Checkpoint> checkpoint_;
     ModelWeights weights_;
-    std::vector<PackedWeight> packed_;  // the panels of weights_' matrices
+    std::unique_ptr<PackedWeights> packed_;  // the panels of weights_' matrices
 };
 
 struct ContextParams {
