@@ -17,6 +17,10 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #define PL_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// Machines without AVX-512 (most laptops and desktops): the same kernels on 8 lanes.
+#include <immintrin.h>
+#define PL_AVX2 1
 #endif
 
 namespace plainllama {
@@ -56,6 +60,26 @@ inline __m512 load16(const BF16* p, __mmask16 m) {
 inline __mmask16 tail_mask(int64_t n) { return __mmask16((1u << n) - 1u); }
 #endif
 
+#ifdef PL_AVX2
+// 8 lanes of any storage type as f32.
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 load8(const F16* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 load8(const BF16* p) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+// Lanes i < n set (all for n >= 8, none for n <= 0), for maskload / maskstore.
+inline __m256i lane_mask(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::clamp<int64_t>(n, 0, 8))),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+// A BF16 pair word (k even in the low half, k+1 in the high half) as two f32 vectors.
+inline __m256 bf16_even(__m256i v) { return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)); }
+inline __m256 bf16_odd(__m256i v) {
+    return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
+}
+#endif
+
 template <class T>
 void convert_row(float* out, const T* src, int64_t n) {
     int64_t i = 0;
@@ -63,6 +87,9 @@ void convert_row(float* out, const T* src, int64_t n) {
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load16(src + i));
     if (i < n) _mm512_mask_storeu_ps(out + i, tail_mask(n - i), load16(src + i, tail_mask(n - i)));
 #else
+#ifdef PL_AVX2
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, load8(src + i));
+#endif
     for (; i < n; ++i) out[i] = to_f32(src[i]);
 #endif
 }
@@ -244,6 +271,38 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const floa
     if (nr == kNR || ldw == kNR) run(std::false_type{});  // full block, or a zero-padded panel / pack buffer
     else run(std::true_type{});
     c.store(out, ldo);
+#elif defined(PL_AVX2)
+    // 16 registers: up to 6 rows x 16 columns (12 accumulators) at a time.
+    if constexpr (MR > 6) {
+        micro_tile<4>(out, ldo, x, ldx, Wp, ldw, kc, nr, accumulate);
+        return micro_tile<MR - 4>(out + 4 * ldo, ldo, x + 4 * ldx, ldx, Wp, ldw, kc, nr, accumulate);
+    }
+    for (int64_t h = 0; h < nr; h += 16) {
+        const __m256i m0 = lane_mask(nr - h), m1 = lane_mask(nr - h - 8);
+        __m256 a0[MR], a1[MR];
+        for (int i = 0; i < MR; ++i) {
+            a0[i] = accumulate ? _mm256_maskload_ps(out + i * ldo + h, m0) : _mm256_setzero_ps();
+            a1[i] = accumulate ? _mm256_maskload_ps(out + i * ldo + h + 8, m1) : _mm256_setzero_ps();
+        }
+        auto run = [&](auto masked) {
+            for (int64_t k = 0; k < kc; ++k) {
+                const float* w = Wp + k * ldw + h;
+                const __m256 w0 = masked() ? _mm256_maskload_ps(w, m0) : _mm256_loadu_ps(w);
+                const __m256 w1 = masked() ? _mm256_maskload_ps(w + 8, m1) : _mm256_loadu_ps(w + 8);
+                for (int i = 0; i < MR; ++i) {
+                    const __m256 xb = _mm256_broadcast_ss(x + i * ldx + k);
+                    a0[i] = _mm256_fmadd_ps(xb, w0, a0[i]);
+                    a1[i] = _mm256_fmadd_ps(xb, w1, a1[i]);
+                }
+            }
+        };
+        if (nr - h >= 16 || ldw == kNR) run(std::false_type{});
+        else run(std::true_type{});
+        for (int i = 0; i < MR; ++i) {
+            _mm256_maskstore_ps(out + i * ldo + h, m0, a0[i]);
+            _mm256_maskstore_ps(out + i * ldo + h + 8, m1, a1[i]);
+        }
+    }
 #else
     float acc[MR][kNR];
     for (int i = 0; i < MR; ++i)
@@ -315,6 +374,38 @@ inline void store_bits(uint32_t* p, __m512 v) { _mm512_storeu_si512(p, _mm512_ca
 inline void store_bits(uint16_t* p, __m512 v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_castps_si512(v)));
 }
+#elif defined(PL_AVX2)
+// 8 elements of 32 or 16 bits as the bits of 8 32-bit lanes, and back.
+inline __m256 load_bits(const uint32_t* p) {
+    return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline __m256 load_bits(const uint16_t* p) {
+    return _mm256_castsi256_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+inline void store_bits(uint32_t* p, __m256 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_castps_si256(v)); }
+inline void store_bits(uint16_t* p, __m256 v) {
+    const __m256i w = _mm256_castps_si256(v);  // lanes < 2^16: unsigned saturation keeps them
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+}
+// r[i] = row i of an 8x8 block  ->  r[i] = column i.
+inline void transpose8x8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; ++i) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
 #endif
 
 // Rows n0 .. n0+nr-1 (nr <= kNR), columns k0 .. k0+kc-1 of a row-major [*, K] matrix of 32- or 16-bit elements,
@@ -334,8 +425,23 @@ void pack_block(E* Wp, const E* W, int64_t K, int64_t n0, int64_t nr, int64_t k0
         }
     }
 #else
-    for (int64_t k = 0; k < kc; ++k)
-        for (int64_t j = 0; j < kNR; ++j) Wp[k * kNR + j] = j < nr ? W[(n0 + j) * K + k0 + k] : E(0);
+    int64_t k8 = 0;  // the first k the scalar loop below packs
+#ifdef PL_AVX2
+    for (; k8 + 8 <= kc; k8 += 8)
+        for (int64_t j0 = 0; j0 < kNR; j0 += 8) {
+            __m256 r[8];
+            for (int64_t i = 0; i < 8; ++i)
+                r[i] = j0 + i < nr ? load_bits(W + (n0 + j0 + i) * K + k0 + k8) : _mm256_setzero_ps();
+            transpose8x8(r);
+            for (int64_t i = 0; i < 8; ++i) store_bits(Wp + (k8 + i) * kNR + j0, r[i]);
+        }
+#endif
+    // 16 k at a time: each row's 16 values are one read, the [16][kNR] destination stays in L1.
+    for (int64_t kb = k8; kb < kc; kb += 16) {
+        const int64_t m = std::min<int64_t>(16, kc - kb);
+        for (int64_t j = 0; j < kNR; ++j)
+            for (int64_t k = 0; k < m; ++k) Wp[(kb + k) * kNR + j] = j < nr ? W[(n0 + j) * K + k0 + kb + k] : E(0);
+    }
 #endif
 }
 
@@ -366,6 +472,14 @@ const float* panel_f32(float* buf, const BF16* P, int64_t k0, int64_t kc) {  // 
             const __m512i v = _mm512_loadu_si512(w + j);
             _mm512_store_ps(buf + k * kNR + j, bf16_even(v));
             _mm512_store_ps(buf + (k + 1) * kNR + j, bf16_odd(v));  // buf has room for an odd kc's pad row
+        }
+#elif defined(PL_AVX2)
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(P) + k0 / 2 * kNR;
+    for (int64_t k = 0; k < kc; k += 2, w += kNR)
+        for (int64_t j = 0; j < kNR; j += 8) {
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + j));
+            _mm256_store_ps(buf + k * kNR + j, bf16_even(v));
+            _mm256_store_ps(buf + (k + 1) * kNR + j, bf16_odd(v));
         }
 #else
     for (int64_t k = 0; k < kc; ++k)
@@ -409,6 +523,29 @@ void matvec_panels(float* out, const float* x, const T* W, int64_t N, int64_t K,
         float* o = out + p * kPanel;
         _mm512_mask_storeu_ps(o, nr >= 16 ? __mmask16(0xffff) : tail_mask(nr), a0);
         if (nr > 16) _mm512_mask_storeu_ps(o + 16, nr >= 32 ? __mmask16(0xffff) : tail_mask(nr - 16), a1);
+#elif defined(PL_AVX2)
+        __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        if constexpr (std::is_same_v<T, BF16>) {
+            const __m256i* w = reinterpret_cast<const __m256i*>(P);  // per k pair: 32 words = 4 vectors
+            int64_t k = 0;
+            for (; k + 2 <= K; k += 2, w += 4) {
+                const __m256 xe = _mm256_broadcast_ss(x + k), xo = _mm256_broadcast_ss(x + k + 1);
+                for (int v = 0; v < 4; ++v) {
+                    const __m256i wv = _mm256_loadu_si256(w + v);
+                    a[v] = _mm256_fmadd_ps(xo, bf16_odd(wv), _mm256_fmadd_ps(xe, bf16_even(wv), a[v]));
+                }
+            }
+            if (k < K) {
+                const __m256 xe = _mm256_broadcast_ss(x + k);
+                for (int v = 0; v < 4; ++v) a[v] = _mm256_fmadd_ps(xe, bf16_even(_mm256_loadu_si256(w + v)), a[v]);
+            }
+        } else {
+            for (int64_t k = 0; k < K; ++k) {
+                const __m256 xb = _mm256_broadcast_ss(x + k);
+                for (int v = 0; v < 4; ++v) a[v] = _mm256_fmadd_ps(xb, load8(P + k * kNR + 8 * v), a[v]);
+            }
+        }
+        for (int v = 0; v < 4; ++v) _mm256_maskstore_ps(out + p * kPanel + 8 * v, lane_mask(nr - 8 * v), a[v]);
 #else
         float acc[kNR] = {};
         for (int64_t k = 0; k < K; ++k) {
@@ -552,6 +689,18 @@ void gemm_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, bo
 }
 
 }  // namespace
+
+const char* kernels_isa() {
+#if defined(PL_BF16_DOT)
+    return "avx512_bf16";
+#elif defined(PL_AVX512)
+    return "avx512";
+#elif defined(PL_AVX2)
+    return "avx2";
+#else
+    return "scalar";
+#endif
+}
 
 void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t rows, int64_t n, float eps) {
     switch (xt) {

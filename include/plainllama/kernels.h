@@ -14,6 +14,10 @@ namespace plainllama {
 // The mean square is accumulated in f32 (double across SIMD lanes' partial sums is not needed).
 void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t rows, int64_t n, float eps);
 
+// The instruction set the kernels were built for (at build time, from the compiler's target): "avx512_bf16"
+// (AVX-512 with vdpbf16ps for BF16 prefill), "avx512", "avx2" (AVX2 + FMA + F16C) or "scalar".
+const char* kernels_isa();
+
 // A weight matrix W [N, K] repacked once (at load) for matmul, same storage type: panels of kPanel rows,
 // each k-major, so that one step in k reads kPanel contiguous values:
 //   F32, F16: panel p = [K][kPanel]; W[kPanel p + j, k] at [k][j]

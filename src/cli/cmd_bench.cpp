@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "common.h"
 #include "plainllama/error.h"
+#include "plainllama/kernels.h"
 #include "plainllama/membw.h"
 #include "plainllama/sysinfo.h"
 
@@ -200,6 +201,7 @@ Run add_bench(CLI::App& app) {
                                 {"threads", threads},
                                 {"runs", o->runs},
                                 {"cpu", cpu},
+                                {"kernels", kernels_isa()},
                                 {"weight_bytes", l.model->weight_bytes()},
                                 {"rss_bytes", rss},
                                 {"bandwidth_gb_s", bw},
@@ -220,7 +222,8 @@ Run add_bench(CLI::App& app) {
                     bw, bw > 0 ? 100.0 * tg_gbs / bw : 0.0, in_cache ? "; the model fits in the last-level cache" : "");
         std::printf("rss: %.1f MiB (weights %.1f MiB, KV cache %.1f MiB)\n", double(rss) / double(1 << 20),
                     weight_bytes / double(1 << 20), double(ctx.kv_bytes()) / double(1 << 20));
-        std::printf("cpu: %s%s%s\n", cpu.empty() ? "unknown" : cpu.c_str(), flags.empty() ? "" : ", ", flags.c_str());
+        std::printf("cpu: %s%s%s; kernels: %s\n", cpu.empty() ? "unknown" : cpu.c_str(), flags.empty() ? "" : ", ",
+                    flags.c_str(), kernels_isa());
         return 0;
     };
 }
