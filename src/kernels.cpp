@@ -832,12 +832,12 @@ void softmax(float* x, int64_t n) {
 }
 
 void silu_mul(float* g, const float* u, int64_t n) {
-#pragma omp simd
+#pragma omp parallel for simd schedule(static) if (n >= kParallelWork)
     for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + exp_f32(-g[i])) * u[i];
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {
-#pragma omp simd
+#pragma omp parallel for simd schedule(static) if (n >= 4 * kParallelWork)
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
