@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
@@ -28,6 +30,20 @@ int physical_cores() {
     const int logical = int(std::thread::hardware_concurrency());
     if (!cores.empty() && int(cores.size()) <= logical) return int(cores.size());
     return logical > 0 ? logical : 1;
+}
+
+int busy_cores() {
+    int fewest = -1;
+    for (int i = 0; i < 5; ++i) {
+        if (i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::ifstream in("/proc/loadavg");
+        double a1, a5, a15;
+        int running = 0;
+        char slash = 0;
+        if (!(in >> a1 >> a5 >> a15 >> running >> slash) || slash != '/' || running < 1) return 0;
+        fewest = fewest < 0 ? running - 1 : std::min(fewest, running - 1);
+    }
+    return std::max(fewest, 0);
 }
 
 void set_threads(int n) {

@@ -1,15 +1,19 @@
 // `plainllama bench` end to end through the binary, and the bandwidth test and system facts behind it.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "plainllama/dtype.h"
 #include "plainllama/error.h"
 #include "plainllama/membw.h"
 #include "plainllama/sysinfo.h"
+#include "plainllama/threads.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -237,6 +241,28 @@ TEST(SysInfo, ResidentSetGrowsWhenMemoryIsTouched) {
     const size_t after = resident_set_bytes();
     EXPECT_GE(after, before + (size_t(56) << 20)) << before << " -> " << after;
     EXPECT_EQ(big[4096], char(4096));
+}
+
+// A thread that keeps a core busy is seen as another process would be: by busy_cores() in this process, and by
+// the binary, which then leaves that core out of its default thread count and says so (not with -t).
+TEST(Threads, BusyCoresSeesASpinningThread) {
+    if (!test::fs::exists("/proc/loadavg") || physical_cores() < 2) GTEST_SKIP();
+    std::atomic<bool> stop{false};
+    std::thread spinner([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int busy = busy_cores();
+    const auto r = run_binary({"generate", "-m", model_dir().string(), "-p", "Once", "-n", "2", "--temp", "0"});
+    const auto t = run_binary({"generate", "-m", model_dir().string(), "-p", "Once", "-n", "2", "--temp", "0", "-t", "2"});
+    stop = true;
+    spinner.join();
+    EXPECT_GE(busy, 1);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("cores busy with other work; -t N to override)"), std::string::npos) << r.err;
+    ASSERT_EQ(t.status, 0) << t.err;
+    EXPECT_EQ(t.err.find("cores busy"), std::string::npos) << t.err;
 }
 
 TEST(SysInfo, CpuModelAndFlags) {

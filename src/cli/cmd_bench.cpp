@@ -137,8 +137,8 @@ Run add_bench(CLI::App& app) {
         Context ctx(*l.model, ContextParams{n_ctx, 512});
         const int threads = omp_get_max_threads();
         if (!quiet)
-            std::fprintf(stderr, "loaded %s in %.2f s; threads %d, n_ctx %lld\n", o->m.model.c_str(), l.load_seconds,
-                         threads, (long long)n_ctx);
+            std::fprintf(stderr, "loaded %s in %.2f s; %s, n_ctx %lld\n", o->m.model.c_str(), l.load_seconds,
+                         threads_note(l).c_str(), (long long)n_ctx);
 
         std::mt19937 rng(1234);
         std::uniform_int_distribution<int32_t> id(0, int32_t(c.vocab_size - 1));

@@ -49,7 +49,7 @@ std::string perf_line(const char* what, double seconds, int64_t tokens) {
 void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
     cmd->add_option("-m,--model", o.model, "Model folder: config.json, *.safetensors, tokenizer.model")
         ->capture_default_str();
-    cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores)")
+    cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores, less those other processes keep busy at start)")
         ->check(CLI::Range(1, 1024));
     if (with_ctx)
         cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings)")
@@ -140,9 +140,27 @@ void check_tensors(const Checkpoint& ckpt) {
 
 }  // namespace
 
+std::string threads_note(const Loaded& l) {
+    std::string s = "threads " + std::to_string(l.threads);
+    if (l.busy_cores > 0)
+        s += " (" + std::to_string(l.busy_cores) + " of " + std::to_string(l.threads + l.busy_cores) +
+             " cores busy with other work; -t N to override)";
+    return s;
+}
+
 Loaded load(const ModelOpts& o) {
-    set_threads(o.threads > 0 ? o.threads : physical_cores());
     Loaded l;
+    // Without -t: the physical cores, less those other processes keep busy. A team thread that shares a core
+    // with another process makes every parallel region wait for its time slice: TinyLlama decode measured
+    // 1.4 tok/s with 2 threads and a compiler on one of 2 cores, 14 with 1 thread.
+    if (o.threads > 0) {
+        l.threads = o.threads;
+    } else {
+        const int cores = physical_cores();
+        l.busy_cores = std::min(busy_cores(), cores - 1);
+        l.threads = cores - l.busy_cores;
+    }
+    set_threads(l.threads);
     const double t0 = now_seconds();
     // Repacking the weights takes seconds for large models: a percentage on a terminal, erased when done
     // (not for models under 64 MiB, which load in milliseconds).

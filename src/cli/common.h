@@ -34,7 +34,11 @@ struct Loaded {
     std::unique_ptr<Model> model;
     std::unique_ptr<Tokenizer> tokenizer;
     double load_seconds = 0;
+    int threads = 1;
+    int busy_cores = 0;  // without -t: cores other processes kept busy at start, left out of `threads`
 };
+// "threads N", plus why when busy cores were left out.
+std::string threads_note(const Loaded& l);
 Loaded load(const ModelOpts& o);
 
 // Text of a prompt: -p TEXT or -f FILE ("-" = stdin). Checks it is valid UTF-8.
