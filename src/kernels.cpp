@@ -272,35 +272,44 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const floa
     else run(std::true_type{});
     c.store(out, ldo);
 #elif defined(PL_AVX2)
-    // 16 registers: up to 6 rows x 16 columns (12 accumulators) at a time.
-    if constexpr (MR > 6) {
+    if constexpr (MR > 6) {  // 16 registers: up to 6 rows x 16 columns (12 accumulators) at a time
         micro_tile<4>(out, ldo, x, ldx, Wp, ldw, kc, nr, accumulate);
-        return micro_tile<MR - 4>(out + 4 * ldo, ldo, x + 4 * ldx, ldx, Wp, ldw, kc, nr, accumulate);
-    }
-    for (int64_t h = 0; h < nr; h += 16) {
-        const __m256i m0 = lane_mask(nr - h), m1 = lane_mask(nr - h - 8);
-        __m256 a0[MR], a1[MR];
-        for (int i = 0; i < MR; ++i) {
-            a0[i] = accumulate ? _mm256_maskload_ps(out + i * ldo + h, m0) : _mm256_setzero_ps();
-            a1[i] = accumulate ? _mm256_maskload_ps(out + i * ldo + h + 8, m1) : _mm256_setzero_ps();
-        }
-        auto run = [&](auto masked) {
-            for (int64_t k = 0; k < kc; ++k) {
-                const float* w = Wp + k * ldw + h;
-                const __m256 w0 = masked() ? _mm256_maskload_ps(w, m0) : _mm256_loadu_ps(w);
-                const __m256 w1 = masked() ? _mm256_maskload_ps(w + 8, m1) : _mm256_loadu_ps(w + 8);
-                for (int i = 0; i < MR; ++i) {
-                    const __m256 xb = _mm256_broadcast_ss(x + i * ldx + k);
-                    a0[i] = _mm256_fmadd_ps(xb, w0, a0[i]);
-                    a1[i] = _mm256_fmadd_ps(xb, w1, a1[i]);
+        micro_tile<MR - 4>(out + 4 * ldo, ldo, x + 4 * ldx, ldx, Wp, ldw, kc, nr, accumulate);
+    } else {
+        for (int64_t h = 0; h < nr; h += 16) {
+            // maskload / maskstore only for a partial block: they are slow on some cores.
+            const bool full = nr - h >= 16;
+            const __m256i m0 = lane_mask(nr - h), m1 = lane_mask(nr - h - 8);
+            __m256 a0[MR], a1[MR];
+            for (int i = 0; i < MR; ++i) {
+                float* o = out + i * ldo + h;
+                a0[i] = !accumulate ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(o) : _mm256_maskload_ps(o, m0);
+                a1[i] = !accumulate ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(o + 8) : _mm256_maskload_ps(o + 8, m1);
+            }
+            auto run = [&](auto masked) {
+                for (int64_t k = 0; k < kc; ++k) {
+                    const float* w = Wp + k * ldw + h;
+                    const __m256 w0 = masked() ? _mm256_maskload_ps(w, m0) : _mm256_loadu_ps(w);
+                    const __m256 w1 = masked() ? _mm256_maskload_ps(w + 8, m1) : _mm256_loadu_ps(w + 8);
+                    for (int i = 0; i < MR; ++i) {
+                        const __m256 xb = _mm256_broadcast_ss(x + i * ldx + k);
+                        a0[i] = _mm256_fmadd_ps(xb, w0, a0[i]);
+                        a1[i] = _mm256_fmadd_ps(xb, w1, a1[i]);
+                    }
+                }
+            };
+            if (full || ldw == kNR) run(std::false_type{});  // as above: a zero-padded panel reads past nr safely
+            else run(std::true_type{});
+            for (int i = 0; i < MR; ++i) {
+                float* o = out + i * ldo + h;
+                if (full) {
+                    _mm256_storeu_ps(o, a0[i]);
+                    _mm256_storeu_ps(o + 8, a1[i]);
+                } else {
+                    _mm256_maskstore_ps(o, m0, a0[i]);
+                    _mm256_maskstore_ps(o + 8, m1, a1[i]);
                 }
             }
-        };
-        if (nr - h >= 16 || ldw == kNR) run(std::false_type{});
-        else run(std::true_type{});
-        for (int i = 0; i < MR; ++i) {
-            _mm256_maskstore_ps(out + i * ldo + h, m0, a0[i]);
-            _mm256_maskstore_ps(out + i * ldo + h + 8, m1, a1[i]);
         }
     }
 #else
@@ -545,7 +554,11 @@ void matvec_panels(float* out, const float* x, const T* W, int64_t N, int64_t K,
                 for (int v = 0; v < 4; ++v) a[v] = _mm256_fmadd_ps(xb, load8(P + k * kNR + 8 * v), a[v]);
             }
         }
-        for (int v = 0; v < 4; ++v) _mm256_maskstore_ps(out + p * kPanel + 8 * v, lane_mask(nr - 8 * v), a[v]);
+        for (int v = 0; v < 4; ++v) {
+            float* o = out + p * kPanel + 8 * v;
+            if (nr == kPanel) _mm256_storeu_ps(o, a[v]);
+            else _mm256_maskstore_ps(o, lane_mask(nr - 8 * v), a[v]);
+        }
 #else
         float acc[kNR] = {};
         for (int64_t k = 0; k < K; ++k) {
@@ -744,6 +757,7 @@ PackedWeights::PackedWeights(size_t capacity) : capacity_(capacity) {
 }
 
 PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K) {
+    static_assert(kPanel * 2 % 64 == 0, "a packed matrix must keep the next one 64-byte aligned");
     const size_t n = packed_bytes(t, N, K);  // a multiple of 64 (kPanel rows of 2 or 4 bytes): the next stays aligned
     if (n > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
     void* dst = data_.get() + used_;

@@ -138,6 +138,32 @@ TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
     std::printf("matmul: worst |out - ref| = %.3g u * sum|x w| (bound K + 2 <= 1002)\n", worst);
 }
 
+// K past one K block (2048): partial sums go through out between blocks (and BF16's widening starts mid-panel);
+// N with partial 16-column halves. Each output still matches the reference, and a batch row equals decode.
+TEST(Matmul, LongKAcrossBlocks) {
+    std::mt19937 rng(21);
+    for (DType t : kTypes)
+        for (int64_t N : {25, 47})
+            for (int64_t K : {2049, 4099}) {
+                const auto W = random_weights(t, size_t(N * K), rng);
+                const PackedWeight packed(W.data(), t, N, K);
+                const int64_t T = 13;
+                const auto x = random_floats(size_t(T * K), rng);
+                std::vector<float> ref(static_cast<size_t>(T * N)), out(ref.size()), one(static_cast<size_t>(N));
+                matmul_reference(ref.data(), x.data(), W.data(), t, T, N, K);
+                matmul(out.data(), x.data(), packed.matrix(), T, /*exact=*/true);
+                for (size_t i = 0; i < ref.size(); ++i)  // |x| <= 1, |W| < 1: (K + 2) u K bounds the error
+                    ASSERT_NEAR(out[i], ref[i], double(K + 2) * kU * double(K))
+                        << dtype_name(t) << " N " << N << " K " << K << " at " << i;
+                for (int64_t r : {int64_t(0), T - 1}) {
+                    matmul(one.data(), x.data() + r * K, packed.matrix(), 1);
+                    for (int64_t j = 0; j < N; ++j)
+                        ASSERT_EQ(one[size_t(j)], out[size_t(r * N + j)])
+                            << dtype_name(t) << " N " << N << " K " << K << " row " << r << " col " << j;
+                }
+            }
+}
+
 // matmul_many runs all its products in one tile space: each output equals matmul of that job alone, bit for
 // bit, for mixed types and sizes, decode and prefill, exact or not.
 TEST(Matmul, ManyEqualsOneAtATime) {
@@ -269,8 +295,8 @@ TEST(Matmul, ARowDoesNotDependOnTheBatch) {
 TEST(Matmul, RowMajorProductsMatchReference) {
     std::mt19937 rng(11);
     for (int64_t T : {1, 7, 40})
-        for (int64_t N : {1, 16, 33, 100})
-            for (int64_t K : {1, 17, 300}) {
+        for (int64_t N : {1, 16, 25, 33, 47, 100})
+            for (int64_t K : {1, 17, 300, 2049}) {
                 const auto x = random_floats(size_t(T * K), rng);
                 const auto B = random_floats(size_t(N * K), rng);  // [N, K]
                 std::vector<float> Bt(B.size());                   // [K, N]
@@ -368,6 +394,21 @@ TEST(SiluMul, MatchesDoubleReference) {
             EXPECT_NEAR(g[i], ref[i], 16 * kU * std::fabs(ref[i]) + 1e-37) << "n " << n << " element " << i;
         }
     }
+}
+
+// Above their thresholds silu_mul and add_inplace run over the threads: the same values as small calls.
+TEST(VectorKernels, ParallelEqualsPiecewise) {
+    std::mt19937 rng(12);
+    const int64_t n = (int64_t(1) << 19) + 37, piece = 1000;
+    const auto g = random_floats(size_t(n), rng, -10.0f, 10.0f), u = random_floats(size_t(n), rng);
+    Threads scope(2);
+    auto whole = g, parts = g;
+    silu_mul(whole.data(), u.data(), n);
+    for (int64_t i = 0; i < n; i += piece) silu_mul(parts.data() + i, u.data() + i, std::min(piece, n - i));
+    ASSERT_EQ(whole, parts);
+    add_inplace(whole.data(), u.data(), n);
+    for (int64_t i = 0; i < n; i += piece) add_inplace(parts.data() + i, u.data() + i, std::min(piece, n - i));
+    ASSERT_EQ(whole, parts);
 }
 
 TEST(VectorKernels, DotAxpyAdd) {
