@@ -284,7 +284,9 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const floa
             for (int i = 0; i < MR; ++i) {
                 float* o = out + i * ldo + h;
                 a0[i] = !accumulate ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(o) : _mm256_maskload_ps(o, m0);
-                a1[i] = !accumulate ? _mm256_setzero_ps() : full ? _mm256_loadu_ps(o + 8) : _mm256_maskload_ps(o + 8, m1);
+                a1[i] = !accumulate ? _mm256_setzero_ps()
+                        : full      ? _mm256_loadu_ps(o + 8)
+                                    : _mm256_maskload_ps(o + 8, m1);
             }
             auto run = [&](auto masked) {
                 for (int64_t k = 0; k < kc; ++k) {
@@ -298,8 +300,10 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const floa
                     }
                 }
             };
-            if (full || ldw == kNR) run(std::false_type{});  // as above: a zero-padded panel reads past nr safely
-            else run(std::true_type{});
+            if (full || ldw == kNR)
+                run(std::false_type{});  // as above: a zero-padded panel reads past nr safely
+            else
+                run(std::true_type{});
             for (int i = 0; i < MR; ++i) {
                 float* o = out + i * ldo + h;
                 if (full) {
@@ -391,7 +395,9 @@ inline __m256 load_bits(const uint32_t* p) {
 inline __m256 load_bits(const uint16_t* p) {
     return _mm256_castsi256_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-inline void store_bits(uint32_t* p, __m256 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_castps_si256(v)); }
+inline void store_bits(uint32_t* p, __m256 v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_castps_si256(v));
+}
 inline void store_bits(uint16_t* p, __m256 v) {
     const __m256i w = _mm256_castps_si256(v);  // lanes < 2^16: unsigned saturation keeps them
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
@@ -556,8 +562,10 @@ void matvec_panels(float* out, const float* x, const T* W, int64_t N, int64_t K,
         }
         for (int v = 0; v < 4; ++v) {
             float* o = out + p * kPanel + 8 * v;
-            if (nr == kPanel) _mm256_storeu_ps(o, a[v]);
-            else _mm256_maskstore_ps(o, lane_mask(nr - 8 * v), a[v]);
+            if (nr == kPanel)
+                _mm256_storeu_ps(o, a[v]);
+            else
+                _mm256_maskstore_ps(o, lane_mask(nr - 8 * v), a[v]);
         }
 #else
         float acc[kNR] = {};

@@ -255,7 +255,8 @@ TEST(Threads, BusyCoresSeesASpinningThread) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const int busy = busy_cores();
     const auto r = run_binary({"generate", "-m", model_dir().string(), "-p", "Once", "-n", "2", "--temp", "0"});
-    const auto t = run_binary({"generate", "-m", model_dir().string(), "-p", "Once", "-n", "2", "--temp", "0", "-t", "2"});
+    const auto t =
+        run_binary({"generate", "-m", model_dir().string(), "-p", "Once", "-n", "2", "--temp", "0", "-t", "2"});
     stop = true;
     spinner.join();
     EXPECT_GE(busy, 1);

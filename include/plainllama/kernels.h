@@ -37,12 +37,12 @@ void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K);
 // 2 MiB or more sits on 2 MiB pages when the kernel allows (transparent huge pages): with 4 KiB pages, streaming
 // the weights costs a TLB miss per page (decode of small F16: 163 vs 183 tok/s) and loading a page fault each.
 class PackedWeights {
-public:
+   public:
     explicit PackedWeights(size_t capacity);  // bytes: the sum of the packed_bytes of what will be added
     // W [N, K] of type t packed into the next free bytes (std::length_error past the capacity).
     PackedMatrix add(const void* W, DType t, int64_t N, int64_t K);
 
-private:
+   private:
     struct Free {
         void operator()(void* p) const { std::free(p); }
     };
@@ -52,12 +52,12 @@ private:
 
 // A packed copy of one row-major W [N, K] of type t (std::bad_alloc when out of memory).
 class PackedWeight {
-public:
+   public:
     PackedWeight(const void* W, DType t, int64_t N, int64_t K)
         : store_(packed_bytes(t, N, K)), m_(store_.add(W, t, N, K)) {}
     const PackedMatrix& matrix() const { return m_; }
 
-private:
+   private:
     PackedWeights store_;
     PackedMatrix m_;
 };

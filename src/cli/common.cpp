@@ -49,7 +49,8 @@ std::string perf_line(const char* what, double seconds, int64_t tokens) {
 void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
     cmd->add_option("-m,--model", o.model, "Model folder: config.json, *.safetensors, tokenizer.model")
         ->capture_default_str();
-    cmd->add_option("-t,--threads", o.threads, "Threads (default: physical cores, less those other processes keep busy at start)")
+    cmd->add_option("-t,--threads", o.threads,
+                    "Threads (default: physical cores, less those other processes keep busy at start)")
         ->check(CLI::Range(1, 1024));
     if (with_ctx)
         cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings)")
