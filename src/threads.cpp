@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -32,16 +33,30 @@ int physical_cores() {
     return logical > 0 ? logical : 1;
 }
 
-int busy_cores() {
+int own_running_threads() {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+        std::ifstream in(task.path() / "stat");
+        std::string stat;
+        std::getline(in, stat);
+        const size_t close = stat.rfind(')');  // "tid (comm) S ...": comm may hold spaces and parentheses
+        if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'R') ++n;
+    }
+    return n;
+}
+
+int busy_cores(int samples) {
     int fewest = -1;
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < samples; ++i) {
         if (i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         std::ifstream in("/proc/loadavg");
         double a1, a5, a15;
         int running = 0;
         char slash = 0;
         if (!(in >> a1 >> a5 >> a15 >> running >> slash) || slash != '/' || running < 1) return 0;
-        fewest = fewest < 0 ? running - 1 : std::min(fewest, running - 1);
+        const int others = running - std::max(own_running_threads(), 1);
+        fewest = fewest < 0 ? others : std::min(fewest, others);
     }
     return std::max(fewest, 0);
 }

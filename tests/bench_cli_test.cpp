@@ -266,6 +266,23 @@ TEST(Threads, BusyCoresSeesASpinningThread) {
     EXPECT_EQ(t.err.find("cores busy"), std::string::npos) << t.err;
 }
 
+// This process's runnable threads: at least the caller and a spinning thread (busy_cores leaves them out, so a
+// team spinning between regions does not count as other work).
+TEST(Threads, OwnRunningThreadsCountsThisProcess) {
+    if (!test::fs::exists("/proc/self/task")) GTEST_SKIP();
+    std::atomic<bool> stop{false};
+    std::thread spinner([&] {
+        while (!stop.load(std::memory_order_relaxed)) {
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    int most = 0;
+    for (int i = 0; i < 5; ++i) most = std::max(most, own_running_threads());
+    stop = true;
+    spinner.join();
+    EXPECT_GE(most, 2);
+}
+
 TEST(SysInfo, CpuModelAndFlags) {
     if (!test::fs::exists("/proc/cpuinfo")) GTEST_SKIP();
     EXPECT_FALSE(cpu_model_name().empty());

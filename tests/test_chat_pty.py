@@ -13,6 +13,7 @@ import os
 import pty
 import re
 import select
+import subprocess
 import sys
 import time
 import unittest
@@ -29,8 +30,8 @@ CTRL_C, CTRL_D, CTRL_S = b"\x03", b"\x04", b"\x13"
 class Chat:
     """The chat subcommand on a pty; everything it writes (stdout and stderr) accumulates in self.out."""
 
-    def __init__(self, *extra):
-        args = [BINARY, "chat", "-m", MODEL, "--temp", "0", "-t", "1", *extra]
+    def __init__(self, *extra, threads="1"):
+        args = [BINARY, "chat", "-m", MODEL, "--temp", "0", *(["-t", threads] if threads else []), *extra]
         pid, fd = pty.fork()
         if pid == 0:
             os.environ["OMP_WAIT_POLICY"] = "passive"
@@ -135,6 +136,26 @@ class ChatPty(unittest.TestCase):
         self.assertIsNone(c.poll())
         c.send(CTRL_D)
         self.assertEqual(c.wait(), 0, c.out[-2000:].decode(errors="replace"))
+
+    @unittest.skipIf((os.cpu_count() or 1) < 2, "needs 2 cores")
+    def test_threads_follow_other_work_between_turns(self):
+        # Without -t each turn first looks at the cores: a busy loop started between turns is left its core,
+        # with a note (or the note came with the banner, when other work already ran at start).
+        c = Chat("-n", "4", threads=None)
+        pos = c.expect(b"> ")
+        c.send(b"Once upon a time\n")
+        pos = c.expect(b"> ", pos)
+        spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            time.sleep(0.3)
+            c.send(b"The dog\n")
+            pos = c.expect(b"> ", pos)
+        finally:
+            spin.kill()
+            spin.wait()
+        c.send(CTRL_D)
+        self.assertEqual(c.wait(), 0, c.out.decode(errors="replace"))
+        self.assertIn(b"cores busy with other work; -t N to override)", c.out)
 
     def test_prompt_only_on_a_terminal(self):
         c = Chat("-n", "4", "--quiet")

@@ -228,6 +228,8 @@ Run add_chat(CLI::App& app) {
             const std::string text = t.rfind("//", 0) == 0 ? t.substr(1) : t;
             // Chat templates: the reply's leading whitespace (llama2's ' ' after [/INST]) is not shown.
             bool started = tmpl.kind() == TemplateKind::raw;
+            // Other work may have started or stopped on the cores since the last turn.
+            if (refresh_threads(l, o->m.threads, 3) && !quiet) err("note: " + threads_note(l));
             last = session.send(
                 text, o->n_predict,
                 [&](const std::string& piece) {

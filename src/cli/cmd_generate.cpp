@@ -51,9 +51,14 @@ Run add_generate(CLI::App& app) {
             std::fwrite(echoed.data(), 1, echoed.size(), stdout);
             std::fflush(stdout);
         }
+        double checked = now_seconds();
         const GenerateStats st = generate(
             ctx, sampler, decoder, tokens, o->n_predict, eos_ids(l.model->config(), *l.tokenizer),
             [&](int32_t, const std::string& piece) {
+                if (now_seconds() - checked > 0.5) {  // other work may start or stop on the cores meanwhile
+                    refresh_threads(l, o->m.threads, 2);
+                    checked = now_seconds();
+                }
                 text += piece;
                 if (!o->json) {
                     std::fwrite(piece.data(), 1, piece.size(), stdout);

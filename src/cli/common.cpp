@@ -50,7 +50,7 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
     cmd->add_option("-m,--model", o.model, "Model folder: config.json, *.safetensors, tokenizer.model")
         ->capture_default_str();
     cmd->add_option("-t,--threads", o.threads,
-                    "Threads (default: physical cores, less those other processes keep busy at start)")
+                    "Threads (default: physical cores, less those other processes keep busy)")
         ->check(CLI::Range(1, 1024));
     if (with_ctx)
         cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings)")
@@ -149,19 +149,25 @@ std::string threads_note(const Loaded& l) {
     return s;
 }
 
-Loaded load(const ModelOpts& o) {
-    Loaded l;
-    // Without -t: the physical cores, less those other processes keep busy. A team thread that shares a core
-    // with another process makes every parallel region wait for its time slice: TinyLlama decode measured
-    // 1.4 tok/s with 2 threads and a compiler on one of 2 cores, 14 with 1 thread.
-    if (o.threads > 0) {
-        l.threads = o.threads;
+// A team thread that shares a core with another busy process makes every parallel region wait for its time
+// slice: TinyLlama decode measured 1.4 tok/s with 2 threads and a compiler on one of 2 cores, 14 with 1 thread.
+bool refresh_threads(Loaded& l, int requested, int samples) {
+    const int before = l.threads;
+    if (requested > 0) {
+        l.threads = requested;
+        l.busy_cores = 0;
     } else {
         const int cores = physical_cores();
-        l.busy_cores = std::min(busy_cores(), cores - 1);
+        l.busy_cores = std::min(busy_cores(samples), cores - 1);
         l.threads = cores - l.busy_cores;
     }
     set_threads(l.threads);
+    return l.threads != before;
+}
+
+Loaded load(const ModelOpts& o) {
+    Loaded l;
+    refresh_threads(l, o.threads, 5);
     const double t0 = now_seconds();
     // Repacking the weights takes seconds for large models: a percentage on a terminal, erased when done
     // (not for models under 64 MiB, which load in milliseconds).

@@ -39,6 +39,9 @@ struct Loaded {
 };
 // "threads N", plus why when busy cores were left out.
 std::string threads_note(const Loaded& l);
+// Without -t (requested <= 0): the physical cores less those other processes keep busy now (busy_cores over
+// `samples` readings); sets the team size. True when l.threads changed.
+bool refresh_threads(Loaded& l, int requested, int samples);
 Loaded load(const ModelOpts& o);
 
 // Text of a prompt: -p TEXT or -f FILE ("-" = stdin). Checks it is valid UTF-8.
