@@ -1,5 +1,8 @@
 // `plainllama bench` end to end through the binary, and the bandwidth test and system facts behind it.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -243,22 +246,22 @@ TEST(SysInfo, ResidentSetGrowsWhenMemoryIsTouched) {
     EXPECT_EQ(big[4096], char(4096));
 }
 
-// A thread that keeps a core busy is seen as another process would be: by busy_cores() in this process, and by
-// the binary, which then leaves that core out of its default thread count and says so (not with -t).
-TEST(Threads, BusyCoresSeesASpinningThread) {
+// Another process that keeps a core busy is seen by busy_cores() and by the binary, which then leaves that core
+// out of its default thread count and says so (not with -t).
+TEST(Threads, BusyCoresSeesABusyProcess) {
     if (!test::fs::exists("/proc/loadavg") || physical_cores() < 2) GTEST_SKIP();
-    std::atomic<bool> stop{false};
-    std::thread spinner([&] {
-        while (!stop.load(std::memory_order_relaxed)) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0)
+        for (volatile unsigned spin = 0;; spin = spin + 1) {
         }
-    });
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     const int busy = busy_cores();
     const auto r = run_binary({"generate", "-m", model_dir().string(), "-p", "Once", "-n", "2", "--temp", "0"});
     const auto t =
         run_binary({"generate", "-m", model_dir().string(), "-p", "Once", "-n", "2", "--temp", "0", "-t", "2"});
-    stop = true;
-    spinner.join();
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
     EXPECT_GE(busy, 1);
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("cores busy with other work; -t N to override)"), std::string::npos) << r.err;
