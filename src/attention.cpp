@@ -30,7 +30,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
     const int64_t threads = omp_get_max_threads(), pairs = n_kv_heads * chunks;
     const int64_t want = (threads + pairs - 1) / pairs, per_part = pairs >= threads ? group : (group + want - 1) / want;
     const int64_t parts = (group + per_part - 1) / per_part, items = pairs * parts;
-#pragma omp parallel for schedule(dynamic, 1) if (n_heads * T * (pos0 + T) * hd >= (1 << 17))
+#pragma omp parallel for schedule(dynamic, 1) if (n_heads * T * (pos0 + T) * hd >= kParallelWork)
     for (int64_t it = 0; it < items; ++it) {
         const int64_t c = chunks - 1 - it / (n_kv_heads * parts), g = it / parts % n_kv_heads, part = it % parts;
         const int64_t h0 = g * group + part * per_part, nq = std::min(per_part, group - part * per_part);

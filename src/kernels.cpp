@@ -26,10 +26,6 @@
 namespace plainllama {
 namespace {
 
-// Below this many multiply-adds (~20 us on one core) a kernel stays on the calling thread: waking the
-// team costs microseconds on an idle machine and far more on a busy one.
-constexpr int64_t kParallelWork = 1 << 17;
-
 template <class T>
 inline float to_f32(T v);
 template <>

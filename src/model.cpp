@@ -180,7 +180,7 @@ void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
         const MatmulJob qkv[3] = {{q_.data(), &L.q_proj.packed}, {k_.data(), &L.k_proj.packed},
                                   {v_.data(), &L.v_proj.packed}};
         matmul_many(qkv, 3, xn_.data(), T, exact_);
-#pragma omp parallel for schedule(static) if (T * (qd + kvd) >= (1 << 17))
+#pragma omp parallel for schedule(static) if (T * (qd + kvd) >= kParallelWork)
         for (int64_t t = 0; t < T; ++t) {
             const float* cs = &rope_cos_[size_t((pos0 + t) * half)];
             const float* sn = &rope_sin_[size_t((pos0 + t) * half)];

@@ -10,6 +10,10 @@
 
 namespace plainllama {
 
+// Below this many multiply-adds (~20 us on one core) a kernel stays on the calling thread: waking the
+// team costs microseconds on an idle machine and far more on a busy one.
+constexpr int64_t kParallelWork = 1 << 17;
+
 // y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w[:]     x, y: [rows, n] of type xt; w: [n] of wt.
 // The mean square is accumulated in f32 (double across SIMD lanes' partial sums is not needed).
 void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t rows, int64_t n, float eps);

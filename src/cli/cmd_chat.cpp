@@ -146,7 +146,7 @@ Run add_chat(CLI::App& app) {
                 std::to_string(ctx.n_ctx()) + " tokens");
             if (!choice.warning.empty()) err("warning: " + choice.warning);
             for (const std::string& w : tmpl.warnings()) err("warning: " + w);
-            if (l.busy_cores > 0) err("note: " + threads_note(l));
+            print_busy_note(l);
             if (interactive) err("/help for commands; Ctrl-D exits");
         }
 

@@ -97,7 +97,7 @@ Run add_generate(CLI::App& app) {
             std::fprintf(stderr, "\n%16s = %10.2f ms\n", "load time", l.load_seconds * 1e3);
             std::fprintf(stderr, "%s\n", perf_line("prompt eval time", st.prompt_seconds, st.n_prompt).c_str());
             std::fprintf(stderr, "%s\n", perf_line("eval time", st.generate_seconds, st.n_generated).c_str());
-            if (l.busy_cores > 0) std::fprintf(stderr, "note: %s\n", threads_note(l).c_str());
+            print_busy_note(l);
         }
         return st.interrupted ? 130 : 0;
     };

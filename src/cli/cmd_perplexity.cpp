@@ -96,7 +96,7 @@ Run add_perplexity(CLI::App& app) {
             std::fprintf(stderr, "\n%lld %s of %lld tokens, %lld tokens scored, %.2f s, %.1f tokens/s\n",
                          (long long)r.n_windows, o->stride > 0 ? "windows" : "chunks", (long long)o->ctx,
                          (long long)r.n_scored, secs, double(evaluated) / secs);
-            if (l.busy_cores > 0) std::fprintf(stderr, "note: %s\n", threads_note(l).c_str());
+            print_busy_note(l);
         }
         if (o->json) {
             nlohmann::json j = {{"model", o->m.model}, {"file", o->file},

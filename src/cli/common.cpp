@@ -149,6 +149,10 @@ std::string threads_note(const Loaded& l) {
     return s;
 }
 
+void print_busy_note(const Loaded& l) {
+    if (l.busy_cores > 0) std::fprintf(stderr, "note: %s\n", threads_note(l).c_str());
+}
+
 // A team thread that shares a core with another busy process makes every parallel region wait for its time
 // slice: TinyLlama decode measured 1.4 tok/s with 2 threads and a compiler on one of 2 cores, 14 with 1 thread.
 bool refresh_threads(Loaded& l, int requested, int samples) {

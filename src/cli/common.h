@@ -39,6 +39,8 @@ struct Loaded {
 };
 // "threads N", plus why when busy cores were left out.
 std::string threads_note(const Loaded& l);
+// "note: <threads_note>" on stderr when busy cores were left out.
+void print_busy_note(const Loaded& l);
 // Without -t (requested <= 0): the physical cores less those other processes keep busy now (busy_cores over
 // `samples` readings); sets the team size. True when l.threads changed.
 bool refresh_threads(Loaded& l, int requested, int samples);
