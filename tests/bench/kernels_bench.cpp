@@ -5,6 +5,7 @@
 // Run e.g.: plainllama_microbench --benchmark_min_time=0.05 --benchmark_filter=matmul
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -76,6 +77,37 @@ void BM_rmsnorm(benchmark::State& state) {
     state.SetItemsProcessed(int64_t(state.iterations()) * rows);
 }
 BENCHMARK(BM_rmsnorm)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The element-wise steps of a prefill batch: silu_mul on gate, up [128, 5632] (TinyLlama's FFN) and add_inplace
+// on [128, 2048]; items = elements. Each iteration restores g first (silu_mul works in place), timed with it.
+void BM_silu_mul(benchmark::State& state) {
+    const int64_t n = 128 * 5632;
+    std::vector<float> g0(static_cast<size_t>(n)), g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+    std::mt19937 rng(3);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    for (float& v : g0) v = d(rng);
+    for (float& v : u) v = d(rng);
+    for (auto _ : state) {
+        std::copy(g0.begin(), g0.end(), g.begin());
+        silu_mul(g.data(), u.data(), n);
+        benchmark::DoNotOptimize(g.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(int64_t(state.iterations()) * n);
+}
+BENCHMARK(BM_silu_mul)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_add_inplace(benchmark::State& state) {
+    const int64_t n = 128 * 2048;
+    std::vector<float> x(static_cast<size_t>(n), 1e-3f), y(static_cast<size_t>(n), 1.0f);
+    for (auto _ : state) {
+        add_inplace(y.data(), x.data(), n);
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(int64_t(state.iterations()) * n);
+}
+BENCHMARK(BM_add_inplace)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace plainllama
