@@ -49,9 +49,17 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
 #pragma omp simd
             for (int64_t j = 0; j < n; ++j) row[j] *= scale;
             softmax(row, n);
-            std::fill(row + n, row + n_keys, 0.0f);
         }
-        matmul_nn(O, S, V, rows, hd, n_keys);
+        // O = P V over the keys each row sees: the ones before the chunk (every row's) as a product, then each
+        // row's own keys inside the chunk continuing the same fma chain. A later token's V is never read, so
+        // it cannot reach an earlier token (0 * Inf), and token t's sum is the one decoding t alone computes.
+        const int64_t shared = pos0 + t0;
+        if (shared > 0)
+            matmul_nn(O, S, n_keys, V, rows, hd, shared);
+        else
+            std::fill_n(O, rows * hd, 0.0f);
+        for (int64_t r = 0; r < rows; ++r)
+            gemv_acc(O + r * hd, S + r * n_keys + shared, V + shared * hd, r / nq + 1, hd);
         for (int64_t t = t0; t < t1; ++t) std::copy_n(O + (t - t0) * nq * hd, nq * hd, out + (t * n_heads + h0) * hd);
     }
 }

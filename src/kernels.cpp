@@ -797,12 +797,17 @@ void matmul_nt(float* out, const float* x, const float* B, int64_t T, int64_t N,
     });
 }
 
-void matmul_nn(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K) {
+void matmul_nn(float* out, const float* x, int64_t ldx, const float* B, int64_t T, int64_t N, int64_t K) {
     if (T < 1 || N < 1) return;
     for_each_tile(T, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
         for (int64_t k0 = 0; k0 < K; k0 += kKC)
-            tile_rows(out, N, x, K, B + k0 * N + n0, N, t0, t1, n0, nr, k0, std::min(kKC, K - k0));
+            tile_rows(out, N, x, ldx, B + k0 * N + n0, N, t0, t1, n0, nr, k0, std::min(kKC, K - k0));
     });
+}
+
+void gemv_acc(float* y, const float* x, const float* B, int64_t K, int64_t N) {
+    if (K < 1) return;
+    for (int64_t n0 = 0; n0 < N; n0 += kNR) micro_tile<1>(y + n0, 0, x, 0, B + n0, N, K, std::min(kNR, N - n0), true);
 }
 
 void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K) {

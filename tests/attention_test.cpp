@@ -94,5 +94,39 @@ TEST(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
                 }
 }
 
+// A prompt's later token never reaches an earlier one, not even as 0 * Inf: with Inf and NaN in the last
+// token's K and V rows, every earlier token's output stays finite and equal to decoding it alone.
+TEST(Attention, ALaterTokensInfOrNaNDoesNotReachEarlierTokens) {
+    std::mt19937 rng(22);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    const Shape s{8, 2, 64};
+    for (int64_t pos0 : {0, 13})
+        for (int64_t T : {2, 40})
+            for (int th : {1, 2}) {
+                Threads scope(th);
+                const int64_t ctx = pos0 + T, hd = s.head_dim, qd = s.n_heads * hd, last = pos0 + T - 1;
+                std::vector<float> q(size_t(T * qd)), Kc(size_t(s.n_kv_heads * ctx * hd)), Vc(Kc.size());
+                for (float& v : q) v = d(rng);
+                for (float& v : Kc) v = d(rng);
+                for (float& v : Vc) v = d(rng);
+                for (int64_t g = 0; g < s.n_kv_heads; ++g)
+                    for (int64_t i = 0; i < hd; ++i) {
+                        Kc[size_t((g * ctx + last) * hd + i)] = i % 2 ? INFINITY : NAN;
+                        Vc[size_t((g * ctx + last) * hd + i)] = i % 2 ? -INFINITY : NAN;
+                    }
+                const auto out = run(q, Kc, Vc, T, pos0, s, ctx);
+                for (int64_t t = 0; t + 1 < T; ++t) {
+                    const std::vector<float> qt(q.begin() + t * qd, q.begin() + (t + 1) * qd);
+                    const auto one = run(qt, Kc, Vc, 1, pos0 + t, s, ctx);
+                    for (int64_t i = 0; i < qd; ++i) {
+                        ASSERT_TRUE(std::isfinite(out[size_t(t * qd + i)]))
+                            << "T " << T << " pos0 " << pos0 << " threads " << th << " token " << t << " at " << i;
+                        ASSERT_EQ(one[size_t(i)], out[size_t(t * qd + i)])
+                            << "T " << T << " pos0 " << pos0 << " threads " << th << " token " << t << " at " << i;
+                    }
+                }
+            }
+}
+
 }  // namespace
 }  // namespace plainllama

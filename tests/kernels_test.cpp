@@ -287,7 +287,8 @@ TEST(Matmul, ARowDoesNotDependOnTheBatch) {
                 }
                 const auto B = random_floats(size_t(N * K), rng);
                 check("matmul_nt", [&](float* o, const float* xx, int64_t n) { matmul_nt(o, xx, B.data(), n, N, K); });
-                check("matmul_nn", [&](float* o, const float* xx, int64_t n) { matmul_nn(o, xx, B.data(), n, N, K); });
+                check("matmul_nn",
+                      [&](float* o, const float* xx, int64_t n) { matmul_nn(o, xx, K, B.data(), n, N, K); });
             }
 }
 
@@ -305,7 +306,7 @@ TEST(Matmul, RowMajorProductsMatchReference) {
                 std::vector<float> ref(size_t(T * N)), nt(ref.size() + 16, -7.0f), nn(ref.size() + 16, -7.0f);
                 matmul_reference(ref.data(), x.data(), B.data(), DType::F32, T, N, K);
                 matmul_nt(nt.data(), x.data(), B.data(), T, N, K);
-                matmul_nn(nn.data(), x.data(), Bt.data(), T, N, K);
+                matmul_nn(nn.data(), x.data(), K, Bt.data(), T, N, K);
                 for (size_t i = 0; i < ref.size(); ++i) {
                     // |x|, |B| <= 1: the accumulation error is at most (K + 2) u K.
                     const double tol = double(K + 2) * kU * double(K);
@@ -315,6 +316,31 @@ TEST(Matmul, RowMajorProductsMatchReference) {
                 }
                 for (size_t i = ref.size(); i < nt.size(); ++i)
                     ASSERT_TRUE(nt[i] == -7.0f && nn[i] == -7.0f) << "wrote past out";
+            }
+}
+
+// matmul_nn with x's rows ldx apart, and gemv_acc continuing its chains: a row over K1 keys then K2 more equals
+// the row over all K1 + K2 at once, bit for bit (what attention relies on to leave later tokens out).
+TEST(Matmul, GemvAccContinuesMatmulNnChains) {
+    std::mt19937 rng(12);
+    for (int64_t N : {1, 8, 40, 64, 70})
+        for (int64_t K1 : {0, 1, 5, 2049})
+            for (int64_t K2 : {0, 1, 3, 33}) {
+                const int64_t K = K1 + K2, T = 3, ldx = K + 5;
+                if (K == 0) continue;
+                const auto x = random_floats(size_t(T * ldx), rng);
+                const auto B = random_floats(size_t(K * N), rng);  // [K, N]
+                std::vector<float> whole(size_t(T * N)), split(size_t(T * N) + 16, -7.0f);
+                matmul_nn(whole.data(), x.data(), ldx, B.data(), T, N, K);
+                if (K1 > 0)
+                    matmul_nn(split.data(), x.data(), ldx, B.data(), T, N, K1);
+                else
+                    std::fill_n(split.begin(), T * N, 0.0f);
+                for (int64_t t = 0; t < T; ++t)
+                    gemv_acc(split.data() + t * N, x.data() + t * ldx + K1, B.data() + K1 * N, K2, N);
+                for (size_t i = 0; i < whole.size(); ++i)
+                    ASSERT_EQ(split[i], whole[i]) << "N " << N << " K1 " << K1 << " K2 " << K2 << " at " << i;
+                for (size_t i = whole.size(); i < split.size(); ++i) ASSERT_EQ(split[i], -7.0f) << "wrote past y";
             }
 }
 

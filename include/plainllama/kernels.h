@@ -84,9 +84,13 @@ struct MatmulJob {
 void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact = false);
 
 // Row-major f32 operands (attention), summed in the same order as matmul (one fma chain over k):
-// out [T, N] = x [T, K] B^T with B [N, K];   matmul_nn: out [T, N] = x [T, K] B with B [K, N].
+// out [T, N] = x [T, K] B^T with B [N, K];   matmul_nn: out [T, N] = x [T, K] B with B [K, N], x's rows ldx
+// (>= K) apart.
 void matmul_nt(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K);
-void matmul_nn(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K);
+void matmul_nn(float* out, const float* x, int64_t ldx, const float* B, int64_t T, int64_t N, int64_t K);
+// y [N] += x [K] B [K, N]: each y[n]'s chain continued over k = 0 .. K-1, so a matmul_nn row over the first K1
+// keys followed by gemv_acc over the next K2 equals one matmul_nn row over all K1 + K2, bit for bit.
+void gemv_acc(float* y, const float* x, const float* B, int64_t K, int64_t N);
 
 // out = x W^T for a row-major W [N, K] of type wt, in double: the tests' yardstick.
 void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K);
