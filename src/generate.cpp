@@ -22,13 +22,15 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
     if (int64_t(tokens.size()) > ctx.n_ctx())
         throw Error("the prompt has " + std::to_string(tokens.size()) + " tokens but the context holds " +
                     std::to_string(ctx.n_ctx()) + " (raise -c/--ctx-size or shorten the prompt)");
+    const Context::Abort abort = [stop] { return stop && stop->load(); };
     double t0 = now_seconds();
-    st.n_prompt = int64_t(tokens.size()) - ctx.n_past();
-    const float* logits = ctx.eval(tokens.data() + ctx.n_past(), st.n_prompt);
+    const int64_t past = ctx.n_past();
+    const float* logits = ctx.eval(tokens.data() + past, int64_t(tokens.size()) - past, false, abort);
+    st.n_prompt = ctx.n_past() - past;  // all of them unless interrupted
     st.prompt_seconds = now_seconds() - t0;
     t0 = now_seconds();
     while (n_predict < 0 || st.n_generated < n_predict) {
-        if (stop && stop->load()) {
+        if (!logits || abort()) {
             st.interrupted = true;
             break;
         }
@@ -45,9 +47,10 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
             st.stopped_ctx = true;
             break;
         }
-        logits = ctx.eval(&tokens.back(), 1);
+        logits = ctx.eval(&tokens.back(), 1);  // one token is quick: a stop is seen at the top of the loop
     }
-    // The last sampled token is not yet in the cache: a later turn evaluates it first.
+    // The last sampled token (or the rest of a prompt the stop cut) is not yet in the cache: a later turn
+    // evaluates it first.
     st.generate_seconds = now_seconds() - t0;
     return st;
 }

@@ -127,7 +127,7 @@ void Context::truncate(int64_t n) {
     n_past_ = n;
 }
 
-const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits) {
+const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits, const Abort& abort) {
     const LlamaConfig& c = model_.config();
     if (n < 1) throw Error("nothing to evaluate (0 tokens)");
     if (n_past_ + n > n_ctx_)
@@ -147,8 +147,8 @@ const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits) {
     for (int64_t i = 0; i < n; i += n_batch_) {
         const int64_t T = std::min(n_batch_, n - i);
         const bool last = i + T == n;
-        if (all_logits) forward_batch(tokens + i, T, true, logits_.data() + size_t(i) * V);
-        else forward_batch(tokens + i, T, false, last ? logits_.data() : nullptr);
+        float* logits = all_logits ? logits_.data() + size_t(i) * V : last ? logits_.data() : nullptr;
+        if (!forward_batch(tokens + i, T, all_logits, logits, abort)) return nullptr;
     }
     return logits_.data();
 }
@@ -156,7 +156,7 @@ const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits) {
 // One pass over T <= n_batch tokens at positions n_past_ ...; logits for every token when all_logits,
 // else only for the last (when logits is not null). Each block reads like the math:
 //   h = x + attn(input_layernorm(x));  x = h + mlp(post_attention_layernorm(h)).
-void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits) {
+bool Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits, const Abort& abort) {
     const LlamaConfig& c = model_.config();
     const ModelWeights& w = model_.weights();
     const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
@@ -171,6 +171,7 @@ void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
 
     const size_t layer_stride = size_t(kvd * n_ctx_);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        if (abort && abort()) return false;  // this batch's K/V rows written so far are past n_past_: unused
         const LayerWeights& L = w.layers[size_t(l)];
         float* Kc = &k_cache_[size_t(l) * layer_stride];  // [nkv, n_ctx, hd]
         float* Vc = &v_cache_[size_t(l) * layer_stride];
@@ -207,10 +208,11 @@ void Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
     }
     n_past_ += T;
 
-    if (!logits) return;
+    if (!logits) return true;
     const int64_t first = all_logits ? 0 : T - 1, rows = T - first;
     rmsnorm(xn_.data(), &x_[size_t(first * H)], DType::F32, w.norm.data, w.norm.dtype, rows, H, eps);
     matmul(logits, xn_.data(), w.lm_head.packed, rows, exact_);
+    return true;
 }
 
 }  // namespace plainllama

@@ -39,8 +39,9 @@ struct NllSums {
 
 }  // namespace
 
-PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std::vector<int32_t>& tokens,
-                                   int64_t n_ctx, int32_t bos, int64_t max_chunks, const PerplexityProgress& progress) {
+PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std::vector<int32_t>& tokens, int64_t n_ctx,
+                                   int32_t bos, int64_t max_chunks, const PerplexityProgress& progress,
+                                   const Context::Abort& abort) {
     PL_CHECK(!ctxs.empty());
     for (const Context* c : ctxs)
         if (n_ctx < 4 || n_ctx > c->n_ctx())
@@ -54,9 +55,11 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
     PerplexityResult r;
     NllSums total;
     std::vector<std::vector<double>> nll(static_cast<size_t>(P));  // per context: NLL of its chunk's scored tokens
+    std::vector<char> done(static_cast<size_t>(P));                // per context: its chunk was evaluated
     for (int64_t c0 = 0; c0 < n_chunks; c0 += P) {
         const int64_t batch = std::min(P, n_chunks - c0);
         std::exception_ptr error;
+        std::fill(done.begin(), done.end(), 0);
         // One chunk per context, each on its own thread (the kernels inside run on that thread).
 #pragma omp parallel for num_threads(int(batch)) schedule(static, 1) if (batch > 1)
         for (int64_t i = 0; i < batch; ++i) {
@@ -65,7 +68,9 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
                 chunk[0] = bos;
                 Context& ctx = *ctxs[size_t(i)];
                 ctx.reset();
-                const float* logits = ctx.eval(chunk, /*all_logits=*/true);
+                const float* logits = ctx.eval(chunk, /*all_logits=*/true, abort);
+                if (!logits) continue;  // aborted
+                done[size_t(i)] = 1;
                 nll[size_t(i)].clear();
                 for (int64_t j = first; j < n_ctx - 1; ++j)
                     nll[size_t(i)].push_back(token_nll(logits + j * V, V, chunk[size_t(j + 1)]));
@@ -76,6 +81,7 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
         }
         if (error) std::rethrow_exception(error);
         for (int64_t i = 0; i < batch; ++i) {  // in chunk order, as if one after another
+            if (!done[size_t(i)]) return r;
             NllSums part;
             for (double x : nll[size_t(i)]) {
                 part.add(x);
@@ -92,12 +98,13 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
 }
 
 PerplexityResult perplexity_chunks(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
-                                   int64_t max_chunks, const PerplexityProgress& progress) {
-    return perplexity_chunks(std::vector<Context*>{&ctx}, tokens, n_ctx, bos, max_chunks, progress);
+                                   int64_t max_chunks, const PerplexityProgress& progress,
+                                   const Context::Abort& abort) {
+    return perplexity_chunks(std::vector<Context*>{&ctx}, tokens, n_ctx, bos, max_chunks, progress, abort);
 }
 
 PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int64_t stride,
-                                   const PerplexityProgress& progress) {
+                                   const PerplexityProgress& progress, const Context::Abort& abort) {
     if (n_ctx < 2 || n_ctx > ctx.n_ctx())
         throw UsageError("--ctx " + std::to_string(n_ctx) + " must be in [2, " + std::to_string(ctx.n_ctx()) + "]");
     if (stride < 1 || stride > n_ctx)
@@ -111,7 +118,8 @@ PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tok
     for (int64_t begin = 0, w = 0;; begin += stride, ++w) {
         const int64_t end = std::min(begin + n_ctx, n);
         ctx.reset();
-        const float* logits = ctx.eval(tokens.data() + begin, end - begin, /*all_logits=*/true);
+        const float* logits = ctx.eval(tokens.data() + begin, end - begin, /*all_logits=*/true, abort);
+        if (!logits) return r;
         NllSums part;
         for (int64_t t = std::max(prev_end, begin + 1); t < end; ++t) {  // target t predicted at t-1
             const double nll = token_nll(logits + (t - 1 - begin) * V, V, tokens[size_t(t)]);

@@ -321,6 +321,28 @@ TEST(ChatSession, FirstReplyEqualsGenerate) {
     EXPECT_EQ(text.substr(0, 5), ", the") << text;
 }
 
+// A Ctrl-C while the prompt is evaluated (the stop flag) ends the turn before its reply: nothing of that prompt
+// is in the cache, and the next turn evaluates it along with the new message, then replies as usual.
+TEST(ChatSession, AStopDuringThePromptLeavesItToTheNextTurn) {
+    Fixture f;
+    std::atomic<bool> stop{true};
+    std::string streamed;
+    const ChatTurn t = f.session.send(
+        "Once upon a time", 40, [&](const std::string& s) { streamed += s; }, &stop);
+    EXPECT_TRUE(t.stats.interrupted);
+    EXPECT_EQ(t.stats.n_prompt, 0);
+    EXPECT_EQ(t.stats.n_generated, 0);
+    EXPECT_EQ(streamed, "");
+    EXPECT_EQ(f.ctx.n_past(), 0);
+    stop = false;
+    const ChatTurn next = f.session.send(
+        "Lily smiled", 20, [](const std::string&) {}, &stop);
+    EXPECT_FALSE(next.stats.interrupted);
+    EXPECT_EQ(next.reused, 0);
+    EXPECT_EQ(next.stats.n_prompt, f.ctx.n_past() - next.stats.n_generated + 1);
+    EXPECT_GT(next.stats.n_generated, 0);
+}
+
 // Turn N evaluates only its new tokens: the new user message's segment, plus the last reply token when the
 // reply stopped at n_predict (sampled, not yet evaluated).
 TEST(ChatSession, EachTurnEvaluatesOnlyNewTokensRaw) {

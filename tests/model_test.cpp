@@ -479,6 +479,45 @@ TEST(KvCache, DecodeMatchesPrefillWith16BitWeights) {
         }
 }
 
+// An abort stops an eval between layers: nothing of the abandoned batch enters the cache (n_past() holds the
+// batches finished before it), and evaluating the rest later gives the logits of one uninterrupted eval.
+TEST(KvCache, AbortedEvalLeavesTheCacheConsistent) {
+    Model model(model_dir());
+    const auto ids = tokens40();
+    const size_t V = size_t(model.config().vocab_size);
+    const int64_t layers = model.config().num_hidden_layers;
+    Context ref(model);
+    const std::vector<float> prefill = prefill_logits(ref, ids);
+    // Aborts at the n-th check (one per layer and batch), counting from 1.
+    auto abort_at = [](int64_t n) { return [n, calls = int64_t(0)]() mutable { return ++calls >= n; }; };
+
+    // One batch: aborted in its third layer, then evaluated in full.
+    Context ctx(model);
+    EXPECT_EQ(ctx.eval(ids, true, abort_at(3)), nullptr);
+    EXPECT_EQ(ctx.n_past(), 0);
+    EXPECT_LE(max_abs_diff(prefill_logits(ctx, ids), prefill), kDecodeVsPrefill);
+
+    // Batches of 16: aborted in the second layer of the third batch; 32 tokens are in the cache, the rest follows.
+    ContextParams p16;
+    p16.n_batch = 16;
+    Context split(model, p16);
+    EXPECT_EQ(split.eval(ids, true, abort_at(2 * layers + 2)), nullptr);
+    EXPECT_EQ(split.n_past(), 32);
+    const float* p = split.eval(ids.data() + 32, 8, true);
+    EXPECT_LE(
+        max_abs_diff(std::vector<float>(p, p + 8 * V), std::vector<float>(prefill.end() - long(8 * V), prefill.end())),
+        kDecodeVsPrefill);
+
+    // An abort that never fires changes nothing; one already set evaluates nothing.
+    Context never(model);
+    const float* q = never.eval(ids, true, [] { return false; });
+    ASSERT_NE(q, nullptr);
+    EXPECT_LE(max_abs_diff(std::vector<float>(q, q + ids.size() * V), prefill), kDecodeVsPrefill);
+    Context at_once(model);
+    EXPECT_EQ(at_once.eval(ids, true, [] { return true; }), nullptr);
+    EXPECT_EQ(at_once.n_past(), 0);
+}
+
 TEST(KvCache, TruncateAndResetReuseTheCache) {
     Model model(model_dir());
     const auto ids = tokens40();

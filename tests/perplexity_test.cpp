@@ -1,10 +1,13 @@
 // Perplexity: llama.cpp's method against the shared reference, the sliding window against a direct
 // computation, and the errors.
+#include "plainllama/perplexity.h"
+
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <memory>
 
-#include "plainllama/perplexity.h"
 #include "plainllama/tokenizer.h"
 #include "test_util.h"
 
@@ -71,6 +74,34 @@ TEST(Perplexity, StrideMatchesDirectComputation) {
     }
     EXPECT_EQ(r.n_scored, n - 1);
     EXPECT_NEAR(r.ppl, std::exp(sum / double(n - 1)), 1e-5 * r.ppl);
+}
+
+// An abort inside a chunk/window stops there: the result covers the ones finished before it, with the figures
+// an uninterrupted run had after them; aborted inside the first, nothing.
+TEST(Perplexity, AbortKeepsTheFinishedChunks) {
+    Tokenizer tok(model_dir() / "tokenizer.model");
+    const auto tokens =
+        tok.encode(test::read_file(test::shared_dir() / "data/tinystories_val.txt").substr(0, 4000), true);
+    const int64_t W = 64;
+    ASSERT_GT(int64_t(tokens.size()), 4 * W);
+    Model model(model_dir());
+    const int64_t layers = model.config().num_hidden_layers;
+    auto abort_at = [](int64_t n) {  // true from the n-th call on (one call per layer)
+        return [n, calls = std::make_shared<std::atomic<int64_t>>(0)] { return ++*calls >= n; };
+    };
+    Context ctx(model, ContextParams{W, W}), ctx2(model, ContextParams{W, W});
+    const PerplexityResult full = perplexity_chunks(ctx, tokens, W, 1, 4);
+    ASSERT_EQ(full.n_windows, 4);
+    for (const std::vector<Context*>& ctxs : {std::vector<Context*>{&ctx}, std::vector<Context*>{&ctx, &ctx2}}) {
+        const PerplexityResult none = perplexity_chunks(ctxs, tokens, W, 1, 4, nullptr, abort_at(1));
+        EXPECT_EQ(none.n_windows, 0);
+        EXPECT_EQ(none.n_scored, 0);
+    }
+    const PerplexityResult two = perplexity_chunks(ctx, tokens, W, 1, 4, nullptr, abort_at(2 * layers + 2));
+    ASSERT_EQ(two.n_windows, 2);
+    EXPECT_EQ(two.ppl, full.running_ppl[1]);
+    const PerplexityResult strided = perplexity_stride(ctx, tokens, W, W / 2, nullptr, abort_at(layers + 1));
+    EXPECT_EQ(strided.n_windows, 1);
 }
 
 TEST(Perplexity, TokenNllIsLogSoftmax) {

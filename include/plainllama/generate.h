@@ -24,8 +24,9 @@ using OnToken = std::function<bool(int32_t id, const std::string& text)>;
 
 // `tokens` is the whole sequence; the context already holds its first ctx.n_past() tokens, the rest are
 // evaluated as one batch, then up to n_predict tokens (-1: until the context is full) are sampled and
-// appended to `tokens`. Stops at any id in `stop_ids`, at a full context, or when *stop becomes true.
-// A stop id is appended but not streamed.
+// appended to `tokens`. Stops at any id in `stop_ids`, at a full context, or when *stop becomes true (also
+// during the prompt, between layers: n_prompt then counts the tokens the cache took). A stop id is appended but
+// not streamed.
 GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, std::vector<int32_t>& tokens,
                        int64_t n_predict, const std::vector<int32_t>& stop_ids, const OnToken& on_token,
                        const std::atomic<bool>* stop = nullptr);

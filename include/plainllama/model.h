@@ -49,11 +49,17 @@ class Context {
 public:
     Context(const Model& model, ContextParams params = {});
 
+    // Called before each batch and each layer (from the evaluating thread; with several contexts, from several):
+    // true abandons the evaluation. A long prompt stops within a layer's time, not a whole batch's.
+    using Abort = std::function<bool()>;
+
     // Runs `tokens` at positions n_past() .. n_past()+n-1 and appends them to the cache.
-    // Returns logits [n, vocab_size] when all_logits, else [1, vocab_size] for the last token.
-    const float* eval(const int32_t* tokens, int64_t n, bool all_logits = false);
-    const float* eval(const std::vector<int32_t>& tokens, bool all_logits = false) {
-        return eval(tokens.data(), int64_t(tokens.size()), all_logits);
+    // Returns logits [n, vocab_size] when all_logits, else [1, vocab_size] for the last token; or null when
+    // `abort` said so before the end: the cache then holds the batches of n_batch tokens completed before it
+    // (n_past() tells how many), the rest is not in it.
+    const float* eval(const int32_t* tokens, int64_t n, bool all_logits = false, const Abort& abort = {});
+    const float* eval(const std::vector<int32_t>& tokens, bool all_logits = false, const Abort& abort = {}) {
+        return eval(tokens.data(), int64_t(tokens.size()), all_logits, abort);
     }
 
     int64_t n_past() const { return n_past_; }
@@ -65,25 +71,26 @@ public:
     const Model& model() const { return model_; }
 
 private:
-    void forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits);
+ // false when abort() said so (n_past_ unchanged).
+ bool forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits, const Abort& abort);
 
-    const Model& model_;
-    int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
-    bool exact_ = false;
-    // KV cache, per layer: [num_key_value_heads, n_ctx, head_dim]; layer l starts at l * layer_stride.
-    std::vector<float> k_cache_, v_cache_;
-    std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
-    // Activations for up to n_batch tokens.
-    std::vector<float> x_;       // [n_batch, hidden_size] residual stream
-    std::vector<float> xn_;      // [n_batch, hidden_size] normed
-    std::vector<float> q_;       // [n_batch, num_attention_heads * head_dim]
-    std::vector<float> k_, v_;   // [n_batch, num_key_value_heads * head_dim]
-    std::vector<float> att_;     // [n_batch, num_attention_heads * head_dim]
-    std::vector<float> gate_;    // [n_batch, intermediate_size]
-    std::vector<float> up_;      // [n_batch, intermediate_size]
-    std::vector<float> proj_;    // [n_batch, hidden_size] o_proj / down_proj output
-    std::vector<float> scratch_; // [threads, attention_scratch_per_thread(...)]
-    std::vector<float> logits_;  // [tokens with logits, vocab_size]
+ const Model& model_;
+ int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
+ bool exact_ = false;
+ // KV cache, per layer: [num_key_value_heads, n_ctx, head_dim]; layer l starts at l * layer_stride.
+ std::vector<float> k_cache_, v_cache_;
+ std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
+ // Activations for up to n_batch tokens.
+ std::vector<float> x_;        // [n_batch, hidden_size] residual stream
+ std::vector<float> xn_;       // [n_batch, hidden_size] normed
+ std::vector<float> q_;        // [n_batch, num_attention_heads * head_dim]
+ std::vector<float> k_, v_;    // [n_batch, num_key_value_heads * head_dim]
+ std::vector<float> att_;      // [n_batch, num_attention_heads * head_dim]
+ std::vector<float> gate_;     // [n_batch, intermediate_size]
+ std::vector<float> up_;       // [n_batch, intermediate_size]
+ std::vector<float> proj_;     // [n_batch, hidden_size] o_proj / down_proj output
+ std::vector<float> scratch_;  // [threads, attention_scratch_per_thread(...)]
+ std::vector<float> logits_;   // [tokens with logits, vocab_size]
 };
 
 }  // namespace plainllama

@@ -20,6 +20,8 @@ struct PerplexityResult {
 
 // Called after each chunk/window (1-based index, of total); return false to stop early.
 using PerplexityProgress = std::function<bool(int64_t index, int64_t total, const PerplexityResult& so_far)>;
+// Each function also takes a Context::Abort (called between layers, from every evaluating thread): true stops
+// within a chunk/window; the result then covers the chunks/windows finished before it (n_windows may be 0).
 
 // -log p(target | logits) computed directly as max + log(sum(exp(l - max))) - l[target], in double.
 double token_nll(const float* logits, int64_t n_vocab, int32_t target);
@@ -28,16 +30,17 @@ double token_nll(const float* logits, int64_t n_vocab, int32_t target);
 // max_chunks when > 0), each chunk's first token replaced by `bos`, evaluated as one batch; the NLL of
 // tokens n_ctx/2+1 .. n_ctx-1 of each chunk is scored. Needs at least 2 * n_ctx tokens.
 PerplexityResult perplexity_chunks(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
-                                   int64_t max_chunks, const PerplexityProgress& progress = nullptr);
+                                   int64_t max_chunks, const PerplexityProgress& progress = nullptr,
+                                   const Context::Abort& abort = {});
 // The same, with several contexts of one model: consecutive chunks run at once, one per context on its own
 // thread (no synchronisation inside a chunk), and are accumulated in order, so the figures are the same.
-PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std::vector<int32_t>& tokens,
-                                   int64_t n_ctx, int32_t bos, int64_t max_chunks,
-                                   const PerplexityProgress& progress = nullptr);
+PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std::vector<int32_t>& tokens, int64_t n_ctx,
+                                   int32_t bos, int64_t max_chunks, const PerplexityProgress& progress = nullptr,
+                                   const Context::Abort& abort = {});
 
 // Sliding window: windows of n_ctx tokens starting every `stride` tokens; each token after the first is
 // scored exactly once, in the first window that contains it with the most left context the stride allows.
 PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int64_t stride,
-                                   const PerplexityProgress& progress = nullptr);
+                                   const PerplexityProgress& progress = nullptr, const Context::Abort& abort = {});
 
 }  // namespace plainllama

@@ -87,8 +87,16 @@ Run add_perplexity(CLI::App& app) {
             return !g_interrupted.load();
         };
         const int32_t bos = l.tokenizer->bos_id() >= 0 ? l.tokenizer->bos_id() : int32_t(c.bos_token_id);
-        const PerplexityResult r = o->stride > 0 ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress)
-                                                 : perplexity_chunks(ctx_ptrs, tokens, o->ctx, bos, o->chunks, progress);
+        const Context::Abort abort = [] { return g_interrupted.load(); };
+        const PerplexityResult r = o->stride > 0
+                                       ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress, abort)
+                                       : perplexity_chunks(ctx_ptrs, tokens, o->ctx, bos, o->chunks, progress, abort);
+        if (r.n_windows == 0) {  // Ctrl-C inside the first chunk/window
+            if (tty && !quiet) std::fprintf(stderr, "\r\033[K");
+            std::fprintf(stderr, "\n[interrupted] before the first %s was finished: no perplexity\n",
+                         o->stride > 0 ? "window" : "chunk");
+            return 130;
+        }
         const double secs = now_seconds() - t0;
         const int64_t evaluated = r.n_windows * o->ctx;
         if (!quiet) {
