@@ -27,6 +27,7 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
     const int64_t past = ctx.n_past();
     const float* logits = ctx.eval(tokens.data() + past, int64_t(tokens.size()) - past, false, abort);
     st.n_prompt = ctx.n_past() - past;  // all of them unless interrupted
+    st.interrupted = !logits;
     st.prompt_seconds = now_seconds() - t0;
     t0 = now_seconds();
     while (n_predict < 0 || st.n_generated < n_predict) {

@@ -126,8 +126,10 @@ inline float exp_f32(float x_in) {
 
 template <class X, class W>
 void rmsnorm_rows(X* y, const X* x, const W* w, int64_t rows, int64_t n, float eps) {
-    std::vector<float> wf(static_cast<size_t>(n));  // [n] w widened once, not once per row
-    convert_row(wf.data(), w, n);
+    static thread_local std::vector<float> w_buf;  // [n] w widened once per call, not once per row
+    if (w_buf.size() < size_t(n)) w_buf.resize(size_t(n));
+    const float* wf = w_buf.data();
+    convert_row(w_buf.data(), w, n);
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelWork && rows > 1)
     for (int64_t r = 0; r < rows; ++r) {
         // F32 rows are read in place; 16-bit ones widened into a per-thread row first.
@@ -141,17 +143,19 @@ void rmsnorm_rows(X* y, const X* x, const W* w, int64_t rows, int64_t n, float e
             convert_row(row.data(), x + r * n, n);
             xr = xw = row.data();
         }
-        float ss = 0.0f;
+        // The mean square in double: exact to about an f32 ulp whatever n and the lane count, and no overflow
+        // (an f32 sum of squares overflows from |x| ~ 1.8e19).
+        double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
-        for (int64_t i = 0; i < n; ++i) ss += xr[i] * xr[i];
-        const float scale = 1.0f / std::sqrt(ss / float(n) + eps);
+        for (int64_t i = 0; i < n; ++i) ss += double(xr[i]) * double(xr[i]);
+        const float scale = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
         if constexpr (std::is_same_v<X, float>) {
             float* yr = y + r * n;
 #pragma omp simd
-            for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * wf[size_t(i)];
+            for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * scale * wf[i];
         } else {
 #pragma omp simd
-            for (int64_t i = 0; i < n; ++i) xw[i] = xw[i] * scale * wf[size_t(i)];
+            for (int64_t i = 0; i < n; ++i) xw[i] = xw[i] * scale * wf[i];
             store_row(y + r * n, xw, n);
         }
     }

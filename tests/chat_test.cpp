@@ -334,13 +334,37 @@ TEST(ChatSession, AStopDuringThePromptLeavesItToTheNextTurn) {
     EXPECT_EQ(t.stats.n_generated, 0);
     EXPECT_EQ(streamed, "");
     EXPECT_EQ(f.ctx.n_past(), 0);
+    ASSERT_EQ(f.session.messages().size(), 2u);  // the message, with an empty reply
+    EXPECT_EQ(f.session.messages()[1].content, "");
     stop = false;
     const ChatTurn next = f.session.send(
         "Lily smiled", 20, [](const std::string&) {}, &stop);
     EXPECT_FALSE(next.stats.interrupted);
     EXPECT_EQ(next.reused, 0);
+    // Both messages evaluated now (raw template: the texts one after the other).
+    EXPECT_GE(next.stats.n_prompt,
+              int64_t(f.tok.encode("Once upon a time", true).size() + f.tok.encode("Lily smiled", false).size()));
     EXPECT_EQ(next.stats.n_prompt, f.ctx.n_past() - next.stats.n_generated + 1);
     EXPECT_GT(next.stats.n_generated, 0);
+    EXPECT_EQ(f.session.messages().size(), 4u);
+}
+
+// generate() reports a stop that cut the prompt, also when nothing was to be sampled (-n 0).
+TEST(Generate, AStopDuringThePromptIsReported) {
+    Fixture f;
+    for (int64_t n_predict : {0, 5}) {
+        Context ctx(f.model);
+        Sampler sampler(Fixture::greedy());
+        StreamDecoder dec(f.tok);
+        Ids tokens = f.tok.encode("Once upon a time", true);
+        const std::atomic<bool> stop{true};
+        const GenerateStats g = generate(
+            ctx, sampler, dec, tokens, n_predict, {}, [](int32_t, const std::string&) { return true; }, &stop);
+        EXPECT_TRUE(g.interrupted) << n_predict;
+        EXPECT_EQ(g.n_prompt, 0);
+        EXPECT_EQ(g.n_generated, 0);
+        EXPECT_EQ(ctx.n_past(), 0);
+    }
 }
 
 // Turn N evaluates only its new tokens: the new user message's segment, plus the last reply token when the

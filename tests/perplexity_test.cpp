@@ -3,6 +3,7 @@
 #include "plainllama/perplexity.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <cmath>
@@ -97,6 +98,15 @@ TEST(Perplexity, AbortKeepsTheFinishedChunks) {
         EXPECT_EQ(none.n_windows, 0);
         EXPECT_EQ(none.n_scored, 0);
     }
+    // Two contexts, chunk i on thread i: the results stay in chunk order, so an aborted chunk 0 discards a
+    // finished chunk 1, and an aborted chunk 1 keeps chunk 0.
+    const PerplexityResult first_cut =
+        perplexity_chunks({&ctx, &ctx2}, tokens, W, 1, 4, nullptr, [] { return omp_get_thread_num() == 0; });
+    EXPECT_EQ(first_cut.n_windows, 0);
+    const PerplexityResult second_cut =
+        perplexity_chunks({&ctx, &ctx2}, tokens, W, 1, 4, nullptr, [] { return omp_get_thread_num() == 1; });
+    ASSERT_EQ(second_cut.n_windows, 1);
+    EXPECT_EQ(second_cut.ppl, full.running_ppl[0]);
     const PerplexityResult two = perplexity_chunks(ctx, tokens, W, 1, 4, nullptr, abort_at(2 * layers + 2));
     ASSERT_EQ(two.n_windows, 2);
     EXPECT_EQ(two.ppl, full.running_ppl[1]);

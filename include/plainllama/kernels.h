@@ -15,7 +15,7 @@ namespace plainllama {
 constexpr int64_t kParallelWork = 1 << 17;
 
 // y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w[:]     x, y: [rows, n] of type xt; w: [n] of wt.
-// The mean square is accumulated in f32 (double across SIMD lanes' partial sums is not needed).
+// The mean square is accumulated in double (f32 and 16-bit inputs alike), the scale rounded once to f32.
 void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t rows, int64_t n, float eps);
 
 // The instruction set the kernels were built for (at build time, from the compiler's target): "avx512_bf16"

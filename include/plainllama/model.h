@@ -71,26 +71,26 @@ public:
     const Model& model() const { return model_; }
 
 private:
- // false when abort() said so (n_past_ unchanged).
- bool forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits, const Abort& abort);
+    // false when abort() said so (n_past_ unchanged).
+    bool forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits, const Abort& abort);
 
- const Model& model_;
- int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
- bool exact_ = false;
- // KV cache, per layer: [num_key_value_heads, n_ctx, head_dim]; layer l starts at l * layer_stride.
- std::vector<float> k_cache_, v_cache_;
- std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
- // Activations for up to n_batch tokens.
- std::vector<float> x_;        // [n_batch, hidden_size] residual stream
- std::vector<float> xn_;       // [n_batch, hidden_size] normed
- std::vector<float> q_;        // [n_batch, num_attention_heads * head_dim]
- std::vector<float> k_, v_;    // [n_batch, num_key_value_heads * head_dim]
- std::vector<float> att_;      // [n_batch, num_attention_heads * head_dim]
- std::vector<float> gate_;     // [n_batch, intermediate_size]
- std::vector<float> up_;       // [n_batch, intermediate_size]
- std::vector<float> proj_;     // [n_batch, hidden_size] o_proj / down_proj output
- std::vector<float> scratch_;  // [threads, attention_scratch_per_thread(...)]
- std::vector<float> logits_;   // [tokens with logits, vocab_size]
+    const Model& model_;
+    int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
+    bool exact_ = false;
+    // KV cache, per layer: [num_key_value_heads, n_ctx, head_dim]; layer l starts at l * layer_stride.
+    std::vector<float> k_cache_, v_cache_;
+    std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
+    // Activations for up to n_batch tokens.
+    std::vector<float> x_;        // [n_batch, hidden_size] residual stream
+    std::vector<float> xn_;       // [n_batch, hidden_size] normed
+    std::vector<float> q_;        // [n_batch, num_attention_heads * head_dim]
+    std::vector<float> k_, v_;    // [n_batch, num_key_value_heads * head_dim]
+    std::vector<float> att_;      // [n_batch, num_attention_heads * head_dim]
+    std::vector<float> gate_;     // [n_batch, intermediate_size]
+    std::vector<float> up_;       // [n_batch, intermediate_size]
+    std::vector<float> proj_;     // [n_batch, hidden_size] o_proj / down_proj output
+    std::vector<float> scratch_;  // [threads, attention_scratch_per_thread(...)]
+    std::vector<float> logits_;   // [tokens with logits, vocab_size]
 };
 
 }  // namespace plainllama

@@ -74,7 +74,9 @@ Run add_perplexity(CLI::App& app) {
         Context& ctx = *contexts[0];
         t0 = now_seconds();
         install_sigint_handler(/*restart_io=*/true);
+        double t_done = t0;  // when the last chunk/window finished: the rate leaves out one cut by Ctrl-C
         auto progress = [&](int64_t i, int64_t total, const PerplexityResult& r) {
+            t_done = now_seconds();
             if (!quiet) {
                 if (tty) std::fprintf(stderr, "\r\033[K");
                 std::fprintf(stderr, "[%lld]%.4f,", (long long)i, r.running_ppl.back());
@@ -97,7 +99,7 @@ Run add_perplexity(CLI::App& app) {
                          o->stride > 0 ? "window" : "chunk");
             return 130;
         }
-        const double secs = now_seconds() - t0;
+        const double secs = t_done - t0;
         const int64_t evaluated = r.n_windows * o->ctx;
         if (!quiet) {
             if (tty) std::fprintf(stderr, "\r\033[K");
