@@ -128,8 +128,8 @@ template <class X, class W>
 void rmsnorm_rows(X* y, const X* x, const W* w, int64_t rows, int64_t n, float eps) {
     static thread_local std::vector<float> w_buf;  // [n] w widened once per call, not once per row
     if (w_buf.size() < size_t(n)) w_buf.resize(size_t(n));
-    const float* wf = w_buf.data();
-    convert_row(w_buf.data(), w, n);
+    float* wf = w_buf.data();
+    convert_row(wf, w, n);
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelWork && rows > 1)
     for (int64_t r = 0; r < rows; ++r) {
         // F32 rows are read in place; 16-bit ones widened into a per-thread row first.
@@ -864,7 +864,7 @@ void softmax(float* x, int64_t n) {
 
 void silu_mul(float* g, const float* u, int64_t n) {
     // In blocks, e^-g first: with the division in the same loop GCC if-converts it into each of exp_f32's
-    // edge cases (four masked divides per vector, 30x slower).
+    // edge cases (four masked divides per vector: [128, 2048] took 310 us instead of 84 on 2 threads).
     constexpr int64_t kBlock = 256;
 #pragma omp parallel for schedule(static) if (n >= kParallelWork)
     for (int64_t b = 0; b < n; b += kBlock) {
