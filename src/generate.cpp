@@ -26,12 +26,15 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
     double t0 = now_seconds();
     const int64_t past = ctx.n_past();
     const float* logits = ctx.eval(tokens.data() + past, int64_t(tokens.size()) - past, false, abort);
-    st.n_prompt = ctx.n_past() - past;  // all of them unless interrupted
-    st.interrupted = !logits;
+    st.n_prompt = ctx.n_past() - past;  // all of them unless the stop cut the prompt
     st.prompt_seconds = now_seconds() - t0;
+    if (!logits) {
+        st.interrupted = true;
+        return st;  // the rest of the prompt is not in the cache: a later turn evaluates it first
+    }
     t0 = now_seconds();
     while (n_predict < 0 || st.n_generated < n_predict) {
-        if (!logits || abort()) {
+        if (abort()) {
             st.interrupted = true;
             break;
         }
@@ -50,8 +53,7 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
         }
         logits = ctx.eval(&tokens.back(), 1);  // one token is quick: a stop is seen at the top of the loop
     }
-    // The last sampled token (or the rest of a prompt the stop cut) is not yet in the cache: a later turn
-    // evaluates it first.
+    // The last sampled token is not yet in the cache: a later turn evaluates it first.
     st.generate_seconds = now_seconds() - t0;
     return st;
 }

@@ -91,7 +91,7 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
             r.running_ppl.push_back(std::exp(total.nll / double(total.count)));
             r.n_windows = c0 + i + 1;
             total.finish(&r);
-            if (progress && !progress(c0 + i + 1, n_chunks, r)) return r;
+            if (progress) progress(c0 + i + 1, n_chunks, r);
         }
     }
     return r;
@@ -131,10 +131,9 @@ PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tok
         r.running_ppl.push_back(std::exp(total.nll / double(total.count)));
         r.n_windows = w + 1;
         total.finish(&r);
+        if (progress) progress(w + 1, total_windows, r);
         if (end == n) break;
-        if (progress && !progress(w + 1, total_windows, r)) return r;
     }
-    if (progress) progress(r.n_windows, total_windows, r);
     return r;
 }
 

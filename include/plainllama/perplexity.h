@@ -18,10 +18,11 @@ struct PerplexityResult {
     std::vector<double> window_ppl;      // each chunk/window on its own
 };
 
-// Called after each chunk/window (1-based index, of total); return false to stop early.
-using PerplexityProgress = std::function<bool(int64_t index, int64_t total, const PerplexityResult& so_far)>;
+// Called after each chunk/window (1-based index, of total).
+using PerplexityProgress = std::function<void(int64_t index, int64_t total, const PerplexityResult& so_far)>;
 // Each function also takes a Context::Abort (called between layers, from every evaluating thread): true stops
-// within a chunk/window; the result then covers the chunks/windows finished before it (n_windows may be 0).
+// within a chunk/window (or at the start of the next); the result then covers the chunks/windows finished before
+// it (n_windows may be 0).
 
 // -log p(target | logits) computed directly as max + log(sum(exp(l - max))) - l[target], in double.
 double token_nll(const float* logits, int64_t n_vocab, int32_t target);

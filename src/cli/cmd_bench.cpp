@@ -1,7 +1,5 @@
 // plainllama bench: prompt-processing and generation speed (llama-bench's pp/tg), with effective GB/s
 // for generation against the machine's read bandwidth measured in the same run.
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -135,7 +133,6 @@ Run add_bench(CLI::App& app) {
                              std::to_string(P + N));
         const int64_t n_ctx = o->m.ctx_size > 0 ? o->m.ctx_size : std::max<int64_t>(P + N, 1);
         Context ctx(*l.model, ContextParams{n_ctx, 512});
-        const int threads = omp_get_max_threads();
         if (!quiet)
             std::fprintf(stderr, "loaded %s in %.2f s; %s, n_ctx %lld\n", o->m.model.c_str(), l.load_seconds,
                          threads_note(l).c_str(), (long long)n_ctx);
@@ -198,7 +195,7 @@ Run add_bench(CLI::App& app) {
             nlohmann::json j = {{"model", o->m.model},
                                 {"dtype", dtype},
                                 {"params", int64_t(params)},
-                                {"threads", threads},
+                                {"threads", l.threads},
                                 {"runs", o->runs},
                                 {"cpu", cpu},
                                 {"kernels", kernels_isa()},
@@ -210,7 +207,7 @@ Run add_bench(CLI::App& app) {
             std::printf("%s\n", j.dump().c_str());
             return 0;
         }
-        const std::string name = model_name(o->m.model), th = std::to_string(threads);
+        const std::string name = model_name(o->m.model), th = std::to_string(l.threads);
         print_table({{"model", "dtype", "params", "size", "threads", "test", "t/s"},
                      {name, dtype, params_str(params), size_str(weight_bytes), th, "pp" + std::to_string(P),
                       format("%.2f ± %.2f", pp.mean, pp.stdev)},

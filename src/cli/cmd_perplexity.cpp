@@ -86,7 +86,6 @@ Run add_perplexity(CLI::App& app) {
                 }
                 std::fflush(stderr);
             }
-            return !g_interrupted.load();
         };
         const int32_t bos = l.tokenizer->bos_id() >= 0 ? l.tokenizer->bos_id() : int32_t(c.bos_token_id);
         const Context::Abort abort = [] { return g_interrupted.load(); };
