@@ -257,39 +257,43 @@ TEST(Matmul, PackedWeightsHoldsMatricesEndToEnd) {
 // Each output is one fma chain over k in order, so row t of a batched product equals the product of row t
 // alone, bit for bit (what makes decode reproduce prefill exactly): the packed weights (every type; BF16 in
 // exact mode, its vdpbf16ps path rounds x) and the row-major products attention uses, 1 and 2 threads.
+// T = 130 with N = 300 (10 panels: one tile of all 130 rows each) makes tiles taller than the AVX-512 build's
+// direct_rows for F16 (48), T = 37 shorter ones: both ways of reading a 16-bit panel (widened in registers, or
+// into a buffer first) must give the single row's bits.
 TEST(Matmul, ARowDoesNotDependOnTheBatch) {
     std::mt19937 rng(9);
-    for (int64_t N : {5, 32, 70})
-        for (int64_t K : {3, 64, 300, 600})
-            for (int th : {1, 2}) {
-                Threads scope(th);
-                const int64_t T = 37;
-                const auto x = random_floats(size_t(T * K), rng);
-                auto check = [&](const char* what, const std::function<void(float*, const float*, int64_t)>& mm) {
-                    std::vector<float> batch(static_cast<size_t>(T * N)), one(static_cast<size_t>(N));
-                    mm(batch.data(), x.data(), T);
-                    for (int64_t t = 0; t < T; ++t) {
-                        mm(one.data(), x.data() + t * K, 1);
-                        for (int64_t r = 0; r < N; ++r)
-                            ASSERT_EQ(one[size_t(r)], batch[size_t(t * N + r)])
-                                << what << " N " << N << " K " << K << " threads " << th << " at [" << t << ", " << r
-                                << "]";
-                    }
-                };
-                for (DType t : kTypes) {
-                    const auto W = random_weights(t, size_t(N * K), rng);
-                    const PackedWeight p(W.data(), t, N, K);
-                    check(dtype_name(t),
-                          [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n, true); });
-                    if (t != DType::BF16)
+    for (int64_t T : {37, 130})
+        for (int64_t N : {5, 32, 70, 300})
+            for (int64_t K : {3, 64, 300, 600})
+                for (int th : {1, 2}) {
+                    Threads scope(th);
+                    const auto x = random_floats(size_t(T * K), rng);
+                    auto check = [&](const char* what, const std::function<void(float*, const float*, int64_t)>& mm) {
+                        std::vector<float> batch(static_cast<size_t>(T * N)), one(static_cast<size_t>(N));
+                        mm(batch.data(), x.data(), T);
+                        for (int64_t t = 0; t < T; ++t) {
+                            mm(one.data(), x.data() + t * K, 1);
+                            for (int64_t r = 0; r < N; ++r)
+                                ASSERT_EQ(one[size_t(r)], batch[size_t(t * N + r)])
+                                    << what << " N " << N << " K " << K << " threads " << th << " at [" << t << ", "
+                                    << r << "]";
+                        }
+                    };
+                    for (DType t : kTypes) {
+                        const auto W = random_weights(t, size_t(N * K), rng);
+                        const PackedWeight p(W.data(), t, N, K);
                         check(dtype_name(t),
-                              [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n); });
+                              [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n, true); });
+                        if (t != DType::BF16)
+                            check(dtype_name(t),
+                                  [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n); });
+                    }
+                    const auto B = random_floats(size_t(N * K), rng);
+                    check("matmul_nt",
+                          [&](float* o, const float* xx, int64_t n) { matmul_nt(o, xx, B.data(), n, N, K); });
+                    check("matmul_nn",
+                          [&](float* o, const float* xx, int64_t n) { matmul_nn(o, xx, K, B.data(), n, N, K); });
                 }
-                const auto B = random_floats(size_t(N * K), rng);
-                check("matmul_nt", [&](float* o, const float* xx, int64_t n) { matmul_nt(o, xx, B.data(), n, N, K); });
-                check("matmul_nn",
-                      [&](float* o, const float* xx, int64_t n) { matmul_nn(o, xx, K, B.data(), n, N, K); });
-            }
 }
 
 // The row-major f32 products against the reference: matmul_nt takes B [N, K], matmul_nn B [K, N].

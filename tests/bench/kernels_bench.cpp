@@ -1,5 +1,6 @@
-// Micro-benchmarks of the hot kernels (Google Benchmark): matmul as decode (T = 1, memory-bound matvec) and as
-// prefill (T = 128, GEMM) on LLaMA-7B-like shapes for every weight type, and rmsnorm.
+// Micro-benchmarks of the hot kernels (Google Benchmark): matmul as decode (T = 1, memory-bound matvec), as a
+// short prompt or chat turn (T = 2, 8, 32) and as prefill (T = 128, GEMM) on LLaMA-7B-like shapes for every
+// weight type, and rmsnorm.
 //   bytes_per_second = weight bytes read per call (the honest figure for the memory-bound T = 1 case)
 //   FLOP/s           = 2 T N K per call;  items_per_second = tokens
 // Run e.g.: plainllama_microbench --benchmark_min_time=0.05 --benchmark_filter=matmul
@@ -33,17 +34,18 @@ std::vector<uint8_t> random_weights(DType t, size_t n) {
     return b;
 }
 
-// Args: dtype (0 F32, 1 F16, 2 BF16), T, N; K = 2048.
+// Args: dtype (0 F32, 1 F16, 2 BF16, 3 BF16 with exact = true), T, N; K = 2048.
 void BM_matmul(benchmark::State& state) {
     const DType t = state.range(0) == 0 ? DType::F32 : state.range(0) == 1 ? DType::F16 : DType::BF16;
+    const bool exact = state.range(0) == 3;
     const int64_t T = state.range(1), N = state.range(2), K = 2048;
     const auto W = random_weights(t, size_t(N * K));     // [N, K]
     std::vector<float> x(size_t(T * K), 0.5f);           // [T, K]
     std::vector<float> out(size_t(T * N));               // [T, N]
     const PackedWeight packed(W.data(), t, N, K);
-    matmul(out.data(), x.data(), packed.matrix(), T);  // warm-up
+    matmul(out.data(), x.data(), packed.matrix(), T, exact);  // warm-up
     for (auto _ : state) {
-        matmul(out.data(), x.data(), packed.matrix(), T);
+        matmul(out.data(), x.data(), packed.matrix(), T, exact);
         benchmark::DoNotOptimize(out.data());
         benchmark::ClobberMemory();
     }
@@ -51,12 +53,12 @@ void BM_matmul(benchmark::State& state) {
     state.SetItemsProcessed(int64_t(state.iterations()) * T);
     state.counters["FLOP/s"] =
         benchmark::Counter(2.0 * double(T) * double(N) * double(K), benchmark::Counter::kIsIterationInvariantRate);
-    state.SetLabel(std::string(dtype_name(t)) + " [" + std::to_string(N) + " x " + std::to_string(K) +
-                   "] T=" + std::to_string(T));
+    state.SetLabel(std::string(dtype_name(t)) + (exact ? " exact" : "") + " [" + std::to_string(N) + " x " +
+                   std::to_string(K) + "] T=" + std::to_string(T));
 }
 BENCHMARK(BM_matmul)
     ->ArgNames({"dtype", "T", "N"})
-    ->ArgsProduct({{0, 1, 2}, {1, 128}, {2048, 5632}})
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 2, 8, 32, 128}, {2048, 5632}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
