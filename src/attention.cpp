@@ -13,6 +13,13 @@ namespace {
 constexpr int64_t kTokenChunk = 32;  // query tokens per work item
 }
 
+int64_t key_cache_positions(int64_t ctx) { return (ctx + kPanel - 1) / kPanel * kPanel; }
+
+void store_key(float* k_cache, const float* k, int64_t g, int64_t j, int64_t head_dim, int64_t ctx) {
+    float* dst = k_cache + key_cache_index(g, j, 0, head_dim, ctx);
+    for (int64_t i = 0; i < head_dim; ++i) dst[i * kPanel] = k[i];
+}
+
 int64_t attention_scratch_per_thread(int64_t T, int64_t group, int64_t ctx, int64_t head_dim) {
     const int64_t rows = std::min(T, kTokenChunk) * group;
     return 2 * rows * head_dim + rows * ctx;
@@ -36,19 +43,16 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         const int64_t h0 = g * group + part * per_part, nq = std::min(per_part, group - part * per_part);
         const int64_t t0 = c * kTokenChunk, t1 = std::min(T, t0 + kTokenChunk), rows = (t1 - t0) * nq;
         const int64_t n_keys = pos0 + t1;         // what the chunk's last token sees
-        const float* K = k_cache + g * ctx * hd;  // [n_keys, hd] used
-        const float* V = v_cache + g * ctx * hd;
+        const PackedMatrix K{k_cache + g * key_cache_positions(ctx) * hd, DType::F32, n_keys, hd};  // [n_keys, hd]
+        const float* V = v_cache + g * ctx * hd;                                                    // [ctx, hd]
         float* Q = scratch + omp_get_thread_num() * per_thread;  // [rows, hd]: row (t - t0) * nq + i is head h0 + i
         float* O = Q + rows * hd;                                 // [rows, hd]
         float* S = O + rows * hd;                                 // [rows, n_keys]
         for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, Q + (t - t0) * nq * hd);
-        matmul_nt(S, Q, K, rows, n_keys, hd);  // inside this parallel loop: runs on this thread
+        matmul(S, Q, K, rows);  // inside this parallel loop: runs on this thread
         for (int64_t r = 0; r < rows; ++r) {
             float* row = S + r * n_keys;
-            const int64_t n = pos0 + t0 + r / nq + 1;  // causal: keys 0 .. pos0 + t
-#pragma omp simd
-            for (int64_t j = 0; j < n; ++j) row[j] *= scale;
-            softmax(row, n);
+            softmax(row, pos0 + t0 + r / nq + 1, scale);  // causal: keys 0 .. pos0 + t
         }
         // O = P V over the keys each row sees: the ones before the chunk (every row's) as a product, then each
         // row's own keys inside the chunk continuing the same fma chain. A later token's V is never read, so

@@ -831,18 +831,6 @@ void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, b
     gemm_many(jobs, n_jobs, x, T, exact);
 }
 
-void matmul_nt(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K) {
-    if (T < 1 || N < 1) return;
-    for_each_tile(T, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
-        float* Wp = thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
-        for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-            const int64_t kc = std::min(kKC, K - k0);
-            pack_block(reinterpret_cast<uint32_t*>(Wp), reinterpret_cast<const uint32_t*>(B), K, n0, nr, k0, kc);
-            tile_rows(out, N, x, K, Wp, kNR, t0, t1, n0, nr, k0, kc);
-        }
-    });
-}
-
 void matmul_nn(float* out, const float* x, int64_t ldx, const float* B, int64_t T, int64_t N, int64_t K) {
     if (T < 1 || N < 1) return;
     for_each_tile(T, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
@@ -890,9 +878,13 @@ void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* 
     }
 }
 
-void softmax(float* x, int64_t n) {
-    float mx = x[0];
-    for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+void softmax(float* x, int64_t n, float scale) {
+    float mx = -HUGE_VALF;
+#pragma omp simd reduction(max : mx)
+    for (int64_t i = 0; i < n; ++i) {
+        x[i] *= scale;
+        mx = std::max(mx, x[i]);
+    }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int64_t i = 0; i < n; ++i) {

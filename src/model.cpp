@@ -99,14 +99,15 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
     exact_ = p.exact;
     const size_t kv = size_t(c.num_key_value_heads * c.head_dim), qd = size_t(c.num_attention_heads * c.head_dim);
     const size_t kv_elems = size_t(c.num_hidden_layers) * kv * size_t(n_ctx_);
+    const size_t k_elems = size_t(c.num_hidden_layers) * kv * size_t(key_cache_positions(n_ctx_));  // whole panels
     // Checked before allocating: with overcommit a too-large cache "succeeds" and the process is killed when
     // the zero fill touches it.
-    const uint64_t kv_bytes = 2 * uint64_t(kv_elems) * sizeof(float), mem = memory_bytes();  // <= 2^59
+    const uint64_t kv_bytes = uint64_t(k_elems + kv_elems) * sizeof(float), mem = memory_bytes();  // <= 2^59
     if (mem > 0 && kv_bytes > mem)
         throw Error("the KV cache needs " + gib(kv_bytes) + " (2 x " + std::to_string(c.num_hidden_layers) +
                     " layers x " + std::to_string(n_ctx_) + " positions x " + std::to_string(kv) +
                     " x 4 bytes) but this machine has " + gib(mem) + " of RAM + swap; lower -c/--ctx-size");
-    alloc(&k_cache_, kv_elems, "KV cache");
+    alloc(&k_cache_, k_elems, "KV cache");
     alloc(&v_cache_, kv_elems, "KV cache");
     rope_tables(rope_inv_freq(c), n_ctx_, &rope_cos_, &rope_sin_);
     const size_t B = size_t(n_batch_), H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
@@ -169,12 +170,11 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
                        static_cast<const uint8_t*>(w.embed_tokens.data) + tokens[t] * H * int64_t(dtype_size(w.embed_tokens.dtype)),
                        w.embed_tokens.dtype, H);
 
-    const size_t layer_stride = size_t(kvd * n_ctx_);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         if (abort && abort()) return false;  // this batch's K/V rows written so far are past n_past_: unused
         const LayerWeights& L = w.layers[size_t(l)];
-        float* Kc = &k_cache_[size_t(l) * layer_stride];  // [nkv, n_ctx, hd]
-        float* Vc = &v_cache_[size_t(l) * layer_stride];
+        float* Kc = &k_cache_[size_t(l * kvd * key_cache_positions(n_ctx_))];  // key panels, see attention.h
+        float* Vc = &v_cache_[size_t(l * kvd * n_ctx_)];                       // [nkv, n_ctx, hd]
 
         // Attention.
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.input_layernorm.data, L.input_layernorm.dtype, T, H, eps);
@@ -188,9 +188,9 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
             rope_rotate_half(&q_[size_t(t * qd)], nh, hd, cs, sn);
             rope_rotate_half(&k_[size_t(t * kvd)], nkv, hd, cs, sn);
             for (int64_t g = 0; g < nkv; ++g) {
-                const size_t dst = size_t((g * n_ctx_ + pos0 + t) * hd), src = size_t(t * kvd + g * hd);
-                std::copy_n(&k_[src], hd, Kc + dst);
-                std::copy_n(&v_[src], hd, Vc + dst);
+                const size_t src = size_t(t * kvd + g * hd);
+                store_key(Kc, &k_[src], g, pos0 + t, hd, n_ctx_);
+                std::copy_n(&v_[src], hd, Vc + size_t((g * n_ctx_ + pos0 + t) * hd));
             }
         }
         attention(att_.data(), q_.data(), Kc, Vc, T, pos0, nh, nkv, hd, n_ctx_, scratch_.data());

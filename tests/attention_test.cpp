@@ -46,17 +46,20 @@ std::vector<double> reference(const std::vector<float>& q, const std::vector<flo
     return out;
 }
 
-// Runs attention for T tokens at pos0 with a scratch sized as documented.
+// Runs attention for T tokens at pos0 with a scratch sized as documented, the keys Kc [n_kv_heads, ctx, head_dim]
+// stored into a key cache (panels, see attention.h) whose slots past ctx hold NaN: they must not reach out.
 std::vector<float> run(const std::vector<float>& q, const std::vector<float>& Kc, const std::vector<float>& Vc,
                        int64_t T, int64_t pos0, const Shape& s, int64_t ctx) {
-    std::vector<float> out(size_t(T * s.n_heads * s.head_dim) + 8, -3.0f);
+    const int64_t hd = s.head_dim;
+    std::vector<float> keys(size_t(s.n_kv_heads * key_cache_positions(ctx) * hd), NAN);
+    for (int64_t g = 0; g < s.n_kv_heads; ++g)
+        for (int64_t j = 0; j < ctx; ++j) store_key(keys.data(), &Kc[size_t((g * ctx + j) * hd)], g, j, hd, ctx);
+    std::vector<float> out(size_t(T * s.n_heads * hd) + 8, -3.0f);
     std::vector<float> scratch(
-        size_t(omp_get_max_threads() * attention_scratch_per_thread(T, s.n_heads / s.n_kv_heads, ctx, s.head_dim)));
-    attention(out.data(), q.data(), Kc.data(), Vc.data(), T, pos0, s.n_heads, s.n_kv_heads, s.head_dim, ctx,
-              scratch.data());
-    for (size_t i = size_t(T * s.n_heads * s.head_dim); i < out.size(); ++i)
-        EXPECT_EQ(out[i], -3.0f) << "wrote past out";
-    out.resize(size_t(T * s.n_heads * s.head_dim));
+        size_t(omp_get_max_threads() * attention_scratch_per_thread(T, s.n_heads / s.n_kv_heads, ctx, hd)));
+    attention(out.data(), q.data(), keys.data(), Vc.data(), T, pos0, s.n_heads, s.n_kv_heads, hd, ctx, scratch.data());
+    for (size_t i = size_t(T * s.n_heads * hd); i < out.size(); ++i) EXPECT_EQ(out[i], -3.0f) << "wrote past out";
+    out.resize(size_t(T * s.n_heads * hd));
     return out;
 }
 

@@ -289,14 +289,13 @@ TEST(Matmul, ARowDoesNotDependOnTheBatch) {
                                   [&](float* o, const float* xx, int64_t n) { matmul(o, xx, p.matrix(), n); });
                     }
                     const auto B = random_floats(size_t(N * K), rng);
-                    check("matmul_nt",
-                          [&](float* o, const float* xx, int64_t n) { matmul_nt(o, xx, B.data(), n, N, K); });
                     check("matmul_nn",
                           [&](float* o, const float* xx, int64_t n) { matmul_nn(o, xx, K, B.data(), n, N, K); });
                 }
 }
 
-// The row-major f32 products against the reference: matmul_nt takes B [N, K], matmul_nn B [K, N].
+// The row-major f32 product (B [K, N]) against the reference, and against matmul on B's packed panels: the same
+// sums in the same order, bit for bit.
 TEST(Matmul, RowMajorProductsMatchReference) {
     std::mt19937 rng(11);
     for (int64_t T : {1, 7, 40})
@@ -309,12 +308,13 @@ TEST(Matmul, RowMajorProductsMatchReference) {
                     for (int64_t k = 0; k < K; ++k) Bt[size_t(k * N + r)] = B[size_t(r * K + k)];
                 std::vector<float> ref(size_t(T * N)), nt(ref.size() + 16, -7.0f), nn(ref.size() + 16, -7.0f);
                 matmul_reference(ref.data(), x.data(), B.data(), DType::F32, T, N, K);
-                matmul_nt(nt.data(), x.data(), B.data(), T, N, K);
+                const PackedWeight packed(B.data(), DType::F32, N, K);
+                matmul(nt.data(), x.data(), packed.matrix(), T);
                 matmul_nn(nn.data(), x.data(), K, Bt.data(), T, N, K);
                 for (size_t i = 0; i < ref.size(); ++i) {
                     // |x|, |B| <= 1: the accumulation error is at most (K + 2) u K.
                     const double tol = double(K + 2) * kU * double(K);
-                    ASSERT_NEAR(nt[i], ref[i], tol) << "matmul_nt T " << T << " N " << N << " K " << K << " at " << i;
+                    ASSERT_NEAR(nt[i], ref[i], tol) << "matmul T " << T << " N " << N << " K " << K << " at " << i;
                     ASSERT_NEAR(nn[i], ref[i], tol) << "matmul_nn T " << T << " N " << N << " K " << K << " at " << i;
                     ASSERT_EQ(nt[i], nn[i]) << "same order, same sums: T " << T << " N " << N << " K " << K;
                 }
@@ -360,21 +360,25 @@ std::vector<double> softmax_ref(const std::vector<float>& x) {
 }
 
 // Relative tolerance per element: x - max rounds with error u |x - max| in the exponent (up to 40 u for
-// inputs in [-20, 20]), exp adds ~2 u, the f32 sum of n terms n u, the reciprocal and product 2 u.
+// inputs in [-20, 20]), exp adds ~2 u, the f32 sum of n terms n u, the reciprocal and product 2 u. With a
+// scale, the reference takes the f32 products scale * x (what the kernel rounds first).
 TEST(Softmax, MatchesDoubleReference) {
     std::mt19937 rng(3);
-    for (int64_t n : {1, 2, 7, 16, 17, 100, 1000}) {
-        auto x = random_floats(size_t(n), rng, -20.0f, 20.0f);
-        const auto ref = softmax_ref(x);
-        softmax(x.data(), n);
-        double sum = 0;
-        for (int64_t i = 0; i < n; ++i) {
-            const double tol = (40.0 + double(n) + 8.0) * kU * ref[size_t(i)];
-            EXPECT_NEAR(x[size_t(i)], ref[size_t(i)], tol) << "n " << n << " element " << i;
-            sum += x[size_t(i)];
+    for (float scale : {1.0f, 0.125f, 0.3f})
+        for (int64_t n : {1, 2, 7, 16, 17, 100, 1000}) {
+            auto x = random_floats(size_t(n), rng, -20.0f / scale, 20.0f / scale);
+            std::vector<float> scaled(x.size());
+            for (size_t i = 0; i < x.size(); ++i) scaled[i] = scale * x[i];
+            const auto ref = softmax_ref(scaled);
+            softmax(x.data(), n, scale);
+            double sum = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                const double tol = (40.0 + double(n) + 8.0) * kU * ref[size_t(i)];
+                EXPECT_NEAR(x[size_t(i)], ref[size_t(i)], tol) << "scale " << scale << " n " << n << " element " << i;
+                sum += x[size_t(i)];
+            }
+            EXPECT_NEAR(sum, 1.0, (double(n) + 8.0) * kU) << "scale " << scale << " n " << n;
         }
-        EXPECT_NEAR(sum, 1.0, (double(n) + 8.0) * kU) << "n " << n;
-    }
 }
 
 TEST(Softmax, SingleElementIsOne) {

@@ -26,7 +26,8 @@ const char* kernels_isa();
 // each k-major, so that one step in k reads kPanel contiguous values:
 //   F32, F16: panel p = [K][kPanel]; W[kPanel p + j, k] at [k][j]
 //   BF16:     panel p = [ceil(K/2)][kPanel][2]; W[kPanel p + j, k] at [k/2][j][k%2] (pairs for vdpbf16ps)
-// Rows past N in the last panel and an odd K's pad are zero.
+// pack_matrix zeroes the rows past N in the last panel, though no output depends on them (attention's key cache
+// is viewed as a PackedMatrix whatever lies past the keys in use); an odd K's BF16 pad must be zero.
 constexpr int64_t kPanel = 32;
 struct PackedMatrix {
     const void* data = nullptr;  // packed_bytes(dtype, N, K) bytes (PackedWeights' are 64-byte aligned)
@@ -83,10 +84,8 @@ struct MatmulJob {
 };
 void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact = false);
 
-// Row-major f32 operands (attention), summed in the same order as matmul (one fma chain over k):
-// out [T, N] = x [T, K] B^T with B [N, K];   matmul_nn: out [T, N] = x [T, K] B with B [K, N], x's rows ldx
-// (>= K) apart.
-void matmul_nt(float* out, const float* x, const float* B, int64_t T, int64_t N, int64_t K);
+// A row-major f32 operand (attention's values), summed in the same order as matmul (one fma chain over k):
+// out [T, N] = x [T, K] B with B [K, N], x's rows ldx (>= K) apart.
 void matmul_nn(float* out, const float* x, int64_t ldx, const float* B, int64_t T, int64_t N, int64_t K);
 // y [N] += x [K] B [K, N]: each y[n]'s chain continued over k = 0 .. K-1, so a matmul_nn row over the first K1
 // keys followed by gemv_acc over the next K2 equals one matmul_nn row over all K1 + K2, bit for bit.
@@ -102,8 +101,8 @@ void convert_to_f32(float* out, const void* src, DType t, int64_t n);
 // (a, b) -> (a*cos - b*sin, b*cos + a*sin), cos/sin: [head_dim/2] for this position.
 void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin);
 
-// x = softmax(x) in place, subtracting the max first.     x: [n]
-void softmax(float* x, int64_t n);
+// x = softmax(scale * x) in place, subtracting the max first.     x: [n]
+void softmax(float* x, int64_t n, float scale = 1.0f);
 
 // g[i] = silu(g[i]) * u[i]     g, u: [n]
 void silu_mul(float* g, const float* u, int64_t n);

@@ -77,7 +77,7 @@ private:
     const Model& model_;
     int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
     bool exact_ = false;
-    // KV cache, per layer: [num_key_value_heads, n_ctx, head_dim]; layer l starts at l * layer_stride.
+    // KV cache, per layer: keys as panels (see attention.h), values [num_key_value_heads, n_ctx, head_dim].
     std::vector<float> k_cache_, v_cache_;
     std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
     // Activations for up to n_batch tokens.
