@@ -255,9 +255,11 @@ struct OutTile {
 #endif
 
 // out[i, j] (+)= sum_{k < kc} x[i * ldx + k] * W[k, j]   for i < MR, j < nr <= kNR, W[k, j] at Wp[k * ldw + j]:
-// f32 (any ldw; a partial row-major block is read masked), or a zero-padded packed panel (ldw == kNR) read
-// straight and widened in registers: F16, or BF16 pairs (W[k, j] at Wp[k / 2 * 2 * kNR + 2 j + k % 2]); which
-// ISA takes which is direct_rows' table.
+// f32 (any ldw; a partial row-major block is read masked), or a packed panel (ldw == kNR, the only layout for
+// 16-bit E) read straight and widened in registers: F16, or BF16 pairs (W[k, j] at Wp[k / 2 * 2 * kNR + 2 j +
+// k % 2]); which ISA takes which is direct_rows' table. A panel is read whole, past nr: each column is its own
+// lane and only the first nr are stored, so whatever lies there (zeros, or the key cache's unused slots) cannot
+// reach a result.
 template <int MR, class E = float>
 void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* Wp, int64_t ldw, int64_t kc, int64_t nr,
                 bool accumulate) {
@@ -280,7 +282,7 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* W
             fma_k(bf16_odd(v0), bf16_odd(v1), k + 1);
         }
         if (k < kc) fma_k(bf16_even(_mm512_loadu_si512(w)), bf16_even(_mm512_loadu_si512(w + 16)), k);
-    } else if (nr == kNR || ldw == kNR) {  // full block, or a zero-padded panel / pack buffer
+    } else if (!std::is_same_v<E, float> || nr == kNR || ldw == kNR) {  // a full block, a panel or pack buffer
         for (int64_t k = 0; k < kc; ++k) fma_k(load16(Wp + k * ldw), load16(Wp + k * ldw + 16), k);
     } else if constexpr (std::is_same_v<E, float>) {
         // Masked loads cost half the speed on Zen 4: only for a partial block of a row-major B.
@@ -312,7 +314,7 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* W
                     a1[i] = _mm256_fmadd_ps(xb, w1, a1[i]);
                 }
             };
-            if (full || ldw == kNR) {  // as above: a zero-padded panel reads past nr safely
+            if (!std::is_same_v<E, float> || full || ldw == kNR) {  // as above: a panel is read past nr
                 for (int64_t k = 0; k < kc; ++k) fma_k(load8(Wp + k * ldw + h), load8(Wp + k * ldw + h + 8), k);
             } else if constexpr (std::is_same_v<E, float>) {
                 for (int64_t k = 0; k < kc; ++k) {
@@ -497,22 +499,15 @@ const float* panel_f32(float* buf, const F16* P, int64_t k0, int64_t kc) {
     convert_row(buf, P + k0 * kNR, kc * kNR);
     return buf;
 }
+// (The AVX-512 build reads BF16 panels directly, see direct_rows: there this is the unused scalar loop.)
 const float* panel_f32(float* buf, const BF16* P, int64_t k0, int64_t kc) {  // pairs; k0 even
-#ifdef PL_AVX512
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(P) + k0 / 2 * kNR;
-    for (int64_t k = 0; k < kc; k += 2, w += kNR)
-        for (int64_t j = 0; j < kNR; j += 16) {
-            const __m512i v = _mm512_loadu_si512(w + j);
-            _mm512_store_ps(buf + k * kNR + j, bf16_even(v));
-            _mm512_store_ps(buf + (k + 1) * kNR + j, bf16_odd(v));  // buf has room for an odd kc's pad row
-        }
-#elif defined(PL_AVX2)
+#if defined(PL_AVX2)
     const uint32_t* w = reinterpret_cast<const uint32_t*>(P) + k0 / 2 * kNR;
     for (int64_t k = 0; k < kc; k += 2, w += kNR)
         for (int64_t j = 0; j < kNR; j += 8) {
             const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + j));
             _mm256_store_ps(buf + k * kNR + j, bf16_even(v));
-            _mm256_store_ps(buf + (k + 1) * kNR + j, bf16_odd(v));
+            _mm256_store_ps(buf + (k + 1) * kNR + j, bf16_odd(v));  // buf has room for an odd kc's pad row
         }
 #else
     for (int64_t k = 0; k < kc; ++k)
@@ -881,9 +876,10 @@ void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* 
 void softmax(float* x, int64_t n, float scale) {
     float mx = -HUGE_VALF;
 #pragma omp simd reduction(max : mx)
-    for (int64_t i = 0; i < n; ++i) {
-        x[i] *= scale;
-        mx = std::max(mx, x[i]);
+    for (int64_t i = 0; i < n; ++i) {  // (written so that GCC 12 vectorises it; with std::max it does not)
+        const float v = x[i] * scale;
+        x[i] = v;
+        mx = mx > v ? mx : v;
     }
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)

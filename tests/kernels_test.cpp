@@ -13,6 +13,7 @@
 #include <random>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "plainllama/dtype.h"
@@ -138,16 +139,18 @@ TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
     std::printf("matmul: worst |out - ref| = %.3g u * sum|x w| (bound K + 2 <= 1002)\n", worst);
 }
 
-// K past one K block (2048): partial sums go through out between blocks (and BF16's widening starts mid-panel);
-// N with partial 16-column halves. Each output still matches the reference, and a batch row equals decode.
+// K past one K block (2048): partial sums go through out between blocks (and a 16-bit panel block starts
+// mid-panel, BF16 mid-pair-row); N with partial 16-column halves; T = 60 with N = 300 makes F16 tiles of 60 rows
+// (widened into a buffer on AVX-512), T = 13 short ones (widened in registers). Each output still matches the
+// reference, and a batch row equals decode.
 TEST(Matmul, LongKAcrossBlocks) {
     std::mt19937 rng(21);
+    const std::pair<int64_t, int64_t> kTN[] = {{13, 25}, {13, 47}, {60, 300}};
     for (DType t : kTypes)
-        for (int64_t N : {25, 47})
+        for (auto [T, N] : kTN)
             for (int64_t K : {2049, 4099}) {
                 const auto W = random_weights(t, size_t(N * K), rng);
                 const PackedWeight packed(W.data(), t, N, K);
-                const int64_t T = 13;
                 const auto x = random_floats(size_t(T * K), rng);
                 std::vector<float> ref(static_cast<size_t>(T * N)), out(ref.size()), one(static_cast<size_t>(N));
                 matmul_reference(ref.data(), x.data(), W.data(), t, T, N, K);

@@ -29,9 +29,10 @@ int64_t attention_scratch_per_thread(int64_t T, int64_t group, int64_t ctx, int6
 //   scratch: [omp_get_max_threads(), attention_scratch_per_thread(T, n_heads / n_kv_heads, ctx, head_dim)]
 // Per KV head and chunk of 32 tokens, over the group's query heads: S = Q K^T (matmul), softmax over each
 // row's own keys, then O = P V as one product over the keys before the chunk (matmul_nn) continued row by row
-// over the row's keys inside the chunk (gemv_acc), one fma chain per output. A later token's K and V are never
-// read for an earlier one (an Inf or NaN there cannot reach it), and decode (T == 1) runs the same code, so a
-// token's output does not depend on how the tokens were batched, bit for bit.
+// over the row's keys inside the chunk (gemv_acc), one fma chain per output. A later token of the chunk gets a
+// score in an earlier token's row of S, but it never enters that row's softmax or P V (an Inf or NaN in its K or V
+// cannot reach the earlier token), and decode (T == 1) runs the same code, so a token's output does not depend
+// on how the tokens were batched, bit for bit.
 void attention(float* out, const float* q, const float* k_cache, const float* v_cache, int64_t T, int64_t pos0,
                int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t ctx, float* scratch);
 
