@@ -10,7 +10,7 @@ namespace plainllama {
 // positions as rows: key j of KV head g is column j % kPanel of panel j / kPanel, so S = Q K^T runs on the cache
 // as it is (nothing repacked per call) and decoding streams it once.
 //   k_cache: [n_kv_heads, key_cache_positions(ctx) / kPanel, head_dim, kPanel]
-// Slots past the keys in use are never read into a result (whatever they hold).
+// Slots past the keys in use may hold anything: kernels read whole panels, but those lanes never reach a result.
 int64_t key_cache_positions(int64_t ctx);  // ctx rounded up to a whole panel
 inline int64_t key_cache_index(int64_t g, int64_t j, int64_t i, int64_t head_dim, int64_t ctx) {
     return ((g * key_cache_positions(ctx) + j / kPanel * kPanel) * head_dim) + i * kPanel + j % kPanel;
