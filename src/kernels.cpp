@@ -912,16 +912,4 @@ void add_inplace(float* y, const float* x, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-float dot_f32(const float* a, const float* b, int64_t n) {
-    float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-    return s;
-}
-
-void axpy_f32(float* y, float s, const float* x, int64_t n) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
-}
-
 }  // namespace plainllama

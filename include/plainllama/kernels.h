@@ -110,10 +110,4 @@ void silu_mul(float* g, const float* u, int64_t n);
 // y[i] += x[i]     x, y: [n]
 void add_inplace(float* y, const float* x, int64_t n);
 
-// sum_i a[i] * b[i]     a, b: [n] f32
-float dot_f32(const float* a, const float* b, int64_t n);
-
-// y[i] += s * x[i]     x, y: [n] f32
-void axpy_f32(float* y, float s, const float* x, int64_t n);
-
 }  // namespace plainllama
