@@ -646,9 +646,7 @@ constexpr int64_t direct_rows() {
 template <class T>
 void gemm_tile(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t t0, int64_t t1, int64_t n0,
                int64_t nr) {
-    const int64_t Ks = stored_k(dtype_of<T>(), K);
-    float* buf = thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
-    const T* P = W + n0 * Ks;
+    const T* P = W + n0 * stored_k(dtype_of<T>(), K);
     for (int64_t k0 = 0; k0 < K; k0 += kKC) {
         const int64_t kc = std::min(kKC, K - k0);
         if constexpr (direct_rows<T>() > 0) {
@@ -657,6 +655,7 @@ void gemm_tile(float* out, const float* x, const T* W, int64_t N, int64_t K, int
                 continue;
             }
         }
+        float* buf = thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
         tile_rows(out, N, x, K, panel_f32(buf, P, k0, kc), kNR, t0, t1, n0, nr, k0, kc);
     }
 }
