@@ -309,20 +309,20 @@ TEST(Matmul, RowMajorProductsMatchReference) {
                 std::vector<float> Bt(B.size());                   // [K, N]
                 for (int64_t r = 0; r < N; ++r)
                     for (int64_t k = 0; k < K; ++k) Bt[size_t(k * N + r)] = B[size_t(r * K + k)];
-                std::vector<float> ref(size_t(T * N)), nt(ref.size() + 16, -7.0f), nn(ref.size() + 16, -7.0f);
+                std::vector<float> ref(size_t(T * N)), mm(ref.size() + 16, -7.0f), nn(ref.size() + 16, -7.0f);
                 matmul_reference(ref.data(), x.data(), B.data(), DType::F32, T, N, K);
                 const PackedWeight packed(B.data(), DType::F32, N, K);
-                matmul(nt.data(), x.data(), packed.matrix(), T);
+                matmul(mm.data(), x.data(), packed.matrix(), T);
                 matmul_nn(nn.data(), x.data(), K, Bt.data(), T, N, K);
                 for (size_t i = 0; i < ref.size(); ++i) {
                     // |x|, |B| <= 1: the accumulation error is at most (K + 2) u K.
                     const double tol = double(K + 2) * kU * double(K);
-                    ASSERT_NEAR(nt[i], ref[i], tol) << "matmul T " << T << " N " << N << " K " << K << " at " << i;
+                    ASSERT_NEAR(mm[i], ref[i], tol) << "matmul T " << T << " N " << N << " K " << K << " at " << i;
                     ASSERT_NEAR(nn[i], ref[i], tol) << "matmul_nn T " << T << " N " << N << " K " << K << " at " << i;
-                    ASSERT_EQ(nt[i], nn[i]) << "same order, same sums: T " << T << " N " << N << " K " << K;
+                    ASSERT_EQ(mm[i], nn[i]) << "same order, same sums: T " << T << " N " << N << " K " << K;
                 }
-                for (size_t i = ref.size(); i < nt.size(); ++i)
-                    ASSERT_TRUE(nt[i] == -7.0f && nn[i] == -7.0f) << "wrote past out";
+                for (size_t i = ref.size(); i < mm.size(); ++i)
+                    ASSERT_TRUE(mm[i] == -7.0f && nn[i] == -7.0f) << "wrote past out";
             }
 }
 
