@@ -1,6 +1,6 @@
 // Grouped-query attention over a KV cache against a double-precision reference written here, and its
 // independence from batching: T tokens at once give the same output, bit for bit, as one token at a time.
-#include "plainllama/attention.h"
+#include "plainllama/kernels/attention.h"
 
 #include <gtest/gtest.h>
 
@@ -63,7 +63,10 @@ std::vector<float> run(const std::vector<float>& q, const std::vector<float>& Kc
     return out;
 }
 
-TEST(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
+// Run once per kernel variant this CPU supports.
+class Attention : public test::EveryKernel {};
+
+TEST_P(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
     std::mt19937 rng(21);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const Shape shapes[] = {{4, 4, 8}, {8, 2, 64}, {6, 1, 40}, {32, 4, 64}};
@@ -99,7 +102,7 @@ TEST(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
 
 // A prompt's later token never reaches an earlier one, not even as 0 * Inf: with Inf and NaN in the last
 // token's K and V rows, every earlier token's output stays finite and equal to decoding it alone.
-TEST(Attention, ALaterTokensInfOrNaNDoesNotReachEarlierTokens) {
+TEST_P(Attention, ALaterTokensInfOrNaNDoesNotReachEarlierTokens) {
     std::mt19937 rng(22);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const Shape s{8, 2, 64};
@@ -130,6 +133,8 @@ TEST(Attention, ALaterTokensInfOrNaNDoesNotReachEarlierTokens) {
                 }
             }
 }
+
+PL_FOR_EVERY_KERNEL(Attention);
 
 }  // namespace
 }  // namespace plainllama

@@ -78,7 +78,7 @@ TEST(ChatCli, EofCommandsAndBadInput) {
     EXPECT_EQ(r.err,
               "unknown command /bogus (/help lists the commands)\n"
               "error: /save needs a file name: /save FILE\n"
-              "error: /nonexistent/x.json: cannot be read (/load)\n"
+              "error: /nonexistent/x.json: cannot open: No such file or directory\n"
               "this line is not valid UTF-8; it was not sent\n");
     // /exit stops reading; /help and /stats go to stderr.
     r = chat("/help\n/stats\n/exit\nOnce upon a time\n");

@@ -1,16 +1,16 @@
 // Chat templates (rendered strings and ids against expectations built here from the HF strings, encode() of
 // their segments and the special ids) and the chat session on stories260K: reply equal to generate(), only new
 // tokens evaluated per turn, /system, reset, context overflow, interruption, JSON transcripts.
-#include "plainllama/chat.h"
+#include "plainllama/run/chat.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "plainllama/chat_template.h"
-#include "plainllama/error.h"
-#include "plainllama/generate.h"
-#include "plainllama/threads.h"
+#include "plainllama/run/chat_template.h"
+#include "plainllama/run/generate.h"
+#include "plainllama/sys/error.h"
+#include "plainllama/sys/threads.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -28,9 +28,9 @@ Ids cat(std::initializer_list<Ids> parts) {
     return r;
 }
 
-ChatMessage user(const std::string& s) { return {"user", s, false, {}}; }
-ChatMessage assistant(const std::string& s) { return {"assistant", s, false, {}}; }
-ChatMessage generated(const std::string& s, Ids ids) { return {"assistant", s, true, std::move(ids)}; }
+ChatMessage user(const std::string& s) { return {Role::user, s, false, {}}; }
+ChatMessage assistant(const std::string& s) { return {Role::assistant, s, false, {}}; }
+ChatMessage generated(const std::string& s, Ids ids) { return {Role::assistant, s, true, std::move(ids)}; }
 
 // One SentencePiece piece as a serialized ModelProto.pieces entry: {1: piece, 2: score (float), 3: type}.
 std::string proto_piece(const std::string& piece, int type) {

@@ -1,11 +1,11 @@
 // config.json parsing: the real stories260K config, HF defaults, and every rejection naming the file and key.
-#include "plainllama/config.h"
+#include "plainllama/io/config.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "plainllama/error.h"
+#include "plainllama/sys/error.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -186,12 +186,12 @@ TEST(Config, RopeScalingLinear) {
     json j = base_config();
     j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}};
     LlamaConfig c = parse_config(j, kSource);
-    EXPECT_EQ(c.rope_scaling.rope_type, "linear");
+    EXPECT_EQ(c.rope_scaling.rope_type, RopeType::linear);
     EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 4.0);
     // Older files spell the key "type".
     j["rope_scaling"] = {{"type", "linear"}, {"factor", 2}};
     c = parse_config(j, kSource);
-    EXPECT_EQ(c.rope_scaling.rope_type, "linear");
+    EXPECT_EQ(c.rope_scaling.rope_type, RopeType::linear);
     EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 2.0);
     j["rope_scaling"] = {{"rope_type", "linear"}};
     expect_names(config_error(j), "'factor'");
@@ -205,7 +205,7 @@ TEST(Config, RopeScalingLlama3) {
                          {"high_freq_factor", 4.0},
                          {"original_max_position_embeddings", 8192}};
     const LlamaConfig c = parse_config(j, kSource);
-    EXPECT_EQ(c.rope_scaling.rope_type, "llama3");
+    EXPECT_EQ(c.rope_scaling.rope_type, RopeType::llama3);
     EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
     EXPECT_DOUBLE_EQ(c.rope_scaling.low_freq_factor, 1.0);
     EXPECT_DOUBLE_EQ(c.rope_scaling.high_freq_factor, 4.0);
@@ -222,9 +222,9 @@ TEST(Config, RopeScalingLlama3) {
 TEST(Config, RopeScalingNullOrDefaultIsNone) {
     json j = base_config();
     j["rope_scaling"] = nullptr;
-    EXPECT_EQ(parse_config(j, kSource).rope_scaling.rope_type, "none");
+    EXPECT_EQ(parse_config(j, kSource).rope_scaling.rope_type, RopeType::none);
     j["rope_scaling"] = {{"rope_type", "default"}};
-    EXPECT_EQ(parse_config(j, kSource).rope_scaling.rope_type, "none");
+    EXPECT_EQ(parse_config(j, kSource).rope_scaling.rope_type, RopeType::none);
 }
 
 TEST(Config, RopeScalingUnsupportedRejected) {
@@ -249,14 +249,14 @@ TEST(Config, RopeParametersNested) {
     j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
     LlamaConfig c = parse_config(j, kSource);
     EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
-    EXPECT_EQ(c.rope_scaling.rope_type, "none");
+    EXPECT_EQ(c.rope_scaling.rope_type, RopeType::none);
 
     j["rope_parameters"] = {{"rope_type", "llama3"},   {"rope_theta", 500000.0},
                             {"factor", 32.0},          {"low_freq_factor", 1.0},
                             {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
     c = parse_config(j, kSource);
     EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
-    EXPECT_EQ(c.rope_scaling.rope_type, "llama3");
+    EXPECT_EQ(c.rope_scaling.rope_type, RopeType::llama3);
     EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
 
     j["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 500000.0}, {"factor", 4.0}};

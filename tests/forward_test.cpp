@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "plainllama/model.h"
+#include "plainllama/model/model.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -25,7 +25,10 @@ double max_abs_diff(const float* a, const float* b, size_t n) {
     return m;
 }
 
-TEST(Forward, LogitsMatchFloat64Reference) {
+// Run once per kernel variant this CPU supports.
+class Forward : public test::EveryKernel {};
+
+TEST_P(Forward, LogitsMatchFloat64Reference) {
     const auto ref = read_json(shared_dir() / "reference/stories260K/logits.json");
     const auto ids = ids_of(ref["ids"]);
     Model model(model_dir());
@@ -43,7 +46,7 @@ TEST(Forward, LogitsMatchFloat64Reference) {
     std::printf("max |logit - reference| over %zu positions: %.3g\n", ids.size(), worst);
 }
 
-TEST(Forward, GreedyMatchesLlama2c) {
+TEST_P(Forward, GreedyMatchesLlama2c) {
     const auto ref = read_json(shared_dir() / "reference/stories260K/greedy.json");
     Model model(model_dir());
     Context ctx(model);
@@ -62,6 +65,8 @@ TEST(Forward, GreedyMatchesLlama2c) {
         EXPECT_EQ(seq, expected) << "prompt '" << c["prompt"].get<std::string>() << "'";
     }
 }
+
+PL_FOR_EVERY_KERNEL(Forward);
 
 }  // namespace
 }  // namespace plainllama

@@ -3,8 +3,8 @@
 
 #include <random>
 
-#include "plainllama/dtype.h"
-#include "plainllama/tokenizer.h"
+#include "plainllama/io/dtype.h"
+#include "plainllama/io/tokenizer.h"
 #include "test_util.h"
 
 namespace plainllama {

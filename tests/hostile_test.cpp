@@ -16,12 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "plainllama/config.h"
-#include "plainllama/dtype.h"
-#include "plainllama/error.h"
-#include "plainllama/model.h"
-#include "plainllama/safetensors.h"
 #include "fuzz/invariants.h"
+#include "plainllama/io/config.h"
+#include "plainllama/io/dtype.h"
+#include "plainllama/io/safetensors.h"
+#include "plainllama/model/model.h"
+#include "plainllama/sys/error.h"
 #include "test_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)

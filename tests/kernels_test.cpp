@@ -1,7 +1,7 @@
-// The compute kernels against scalar references written here: matmul (matvec and GEMM paths on packed weights,
-// every weight type, odd shapes, 1 and 2 threads; rows independent of the batch), softmax, silu_mul, the
-// storage conversions and their rounding.
-#include "plainllama/kernels.h"
+// The compute kernels against scalar references written here, for every kernel variant this CPU runs: matmul
+// (matvec and GEMM paths on packed weights, every weight type, odd shapes, 1 and 2 threads; rows independent of the
+// batch), softmax, silu_mul, the storage conversions and their rounding; and the variants against each other.
+#include "plainllama/kernels/kernels.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "plainllama/dtype.h"
+#include "plainllama/io/dtype.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -35,6 +35,13 @@ double decode(DType t, const void* p, size_t i) {
 }
 
 using test::Threads;
+
+// Every test here runs once per kernel variant this CPU supports (scalar, avx2, avx512, avx512_bf16).
+class Matmul : public test::EveryKernel {};
+class Softmax : public test::EveryKernel {};
+class SiluMul : public test::EveryKernel {};
+class VectorKernels : public test::EveryKernel {};
+class Convert : public test::EveryKernel {};
 
 // Random weights [n] of type t: random sign, exponent in [-6, 0], random significand (all exactly stored).
 std::vector<uint8_t> random_weights(DType t, size_t n, std::mt19937& rng) {
@@ -68,7 +75,7 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo = -1.0f, 
 const DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 // matmul_reference itself against a dot product in double written here (the weights decoded independently).
-TEST(Matmul, ReferenceIsADoubleDotProduct) {
+TEST_P(Matmul, ReferenceIsADoubleDotProduct) {
     std::mt19937 rng(5);
     for (DType t : kTypes) {
         const int64_t T = 3, N = 17, K = 33;
@@ -92,7 +99,7 @@ TEST(Matmul, ReferenceIsADoubleDotProduct) {
 // weights are converted exactly to f32, so the only error is the f32 accumulation of K products with FMA,
 // at most K u in any summation order, plus u for the reference's final rounding: (K + 2) u. A wrong or
 // missing element costs about sum / K, which is far above it for every K here.
-TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
+TEST_P(Matmul, MatchesReferenceAllTypesShapesThreads) {
     std::mt19937 rng(42);
     const int64_t kT[] = {1, 2, 5, 6, 7, 8, 13, 14, 64};
     const int64_t kNK[] = {1, 15, 16, 17, 33, 100, 300, 1000};
@@ -143,7 +150,7 @@ TEST(Matmul, MatchesReferenceAllTypesShapesThreads) {
 // mid-panel, BF16 mid-pair-row); N with partial 16-column halves; T = 60 with N = 300 makes F16 tiles of 60 rows
 // (widened into a buffer on AVX-512), T = 13 short ones (widened in registers). Each output still matches the
 // reference, and a batch row equals decode.
-TEST(Matmul, LongKAcrossBlocks) {
+TEST_P(Matmul, LongKAcrossBlocks) {
     std::mt19937 rng(21);
     const std::pair<int64_t, int64_t> kTN[] = {{13, 25}, {13, 47}, {60, 300}};
     for (DType t : kTypes)
@@ -169,7 +176,7 @@ TEST(Matmul, LongKAcrossBlocks) {
 
 // matmul_many runs all its products in one tile space: each output equals matmul of that job alone, bit for
 // bit, for mixed types and sizes, decode and prefill, exact or not.
-TEST(Matmul, ManyEqualsOneAtATime) {
+TEST_P(Matmul, ManyEqualsOneAtATime) {
     std::mt19937 rng(13);
     const int64_t K = 300;
     const std::vector<std::pair<DType, int64_t>> shapes = {
@@ -199,7 +206,7 @@ TEST(Matmul, ManyEqualsOneAtATime) {
 }
 
 // The panels hold W[r, k] exactly where kernels.h says, and zeros in the padding.
-TEST(Matmul, PackedLayoutIsAsDocumented) {
+TEST_P(Matmul, PackedLayoutIsAsDocumented) {
     std::mt19937 rng(3);
     for (DType t : kTypes)
         for (int64_t N : {1, 31, 32, 33, 70})
@@ -227,7 +234,7 @@ TEST(Matmul, PackedLayoutIsAsDocumented) {
 
 // Several matrices in one PackedWeights (how the model stores them): each as packed alone, 64-byte aligned,
 // end to end; a capacity of 2 MiB or more (huge pages) too; past the capacity is refused.
-TEST(Matmul, PackedWeightsHoldsMatricesEndToEnd) {
+TEST_P(Matmul, PackedWeightsHoldsMatricesEndToEnd) {
     std::mt19937 rng(4);
     const std::vector<std::tuple<DType, int64_t, int64_t>> shapes = {
         {DType::F32, 33, 7}, {DType::BF16, 5, 65}, {DType::F16, 70, 3}, {DType::BF16, 64, 64}, {DType::F32, 1024, 600}};
@@ -263,7 +270,7 @@ TEST(Matmul, PackedWeightsHoldsMatricesEndToEnd) {
 // T = 130 with N = 300 (10 panels: one tile of all 130 rows each) makes tiles taller than the AVX-512 build's
 // direct_rows for F16 (48), T = 37 shorter ones: both ways of reading a 16-bit panel (widened in registers, or
 // into a buffer first) must give the single row's bits.
-TEST(Matmul, ARowDoesNotDependOnTheBatch) {
+TEST_P(Matmul, ARowDoesNotDependOnTheBatch) {
     std::mt19937 rng(9);
     for (int64_t T : {37, 130})
         for (int64_t N : {5, 32, 70, 300})
@@ -299,7 +306,7 @@ TEST(Matmul, ARowDoesNotDependOnTheBatch) {
 
 // The row-major f32 product (B [K, N]) against the reference, and against matmul on B's packed panels: the same
 // sums in the same order, bit for bit.
-TEST(Matmul, RowMajorProductsMatchReference) {
+TEST_P(Matmul, RowMajorProductsMatchReference) {
     std::mt19937 rng(11);
     for (int64_t T : {1, 7, 40})
         for (int64_t N : {1, 16, 25, 33, 47, 100})
@@ -328,7 +335,7 @@ TEST(Matmul, RowMajorProductsMatchReference) {
 
 // matmul_nn with x's rows ldx apart, and gemv_acc continuing its chains: a row over K1 keys then K2 more equals
 // the row over all K1 + K2 at once, bit for bit (what attention relies on to leave later tokens out).
-TEST(Matmul, GemvAccContinuesMatmulNnChains) {
+TEST_P(Matmul, GemvAccContinuesMatmulNnChains) {
     std::mt19937 rng(12);
     for (int64_t N : {1, 8, 40, 64, 70})
         for (int64_t K1 : {0, 1, 5, 2049})
@@ -351,6 +358,34 @@ TEST(Matmul, GemvAccContinuesMatmulNnChains) {
             }
 }
 
+// The variants with fused multiply-adds (all but scalar) sum every output in the same order with the same roundings,
+// so they agree bit for bit, decode and prefill, every weight type (BF16 exact), both ways of reading 16-bit panels.
+TEST(KernelVariants, FmaVariantsAgreeBitForBit) {
+    std::vector<std::string> fma;
+    for (const std::string& v : kernel_variants())
+        if (v != "scalar") fma.push_back(v);
+    if (fma.size() < 2) GTEST_SKIP() << "this CPU runs fewer than two FMA variants";
+    std::mt19937 rng(31);
+    for (DType t : kTypes)
+        for (int64_t T : {1, 7, 60})
+            for (int64_t K : {300, 2049}) {
+                const int64_t N = 70;
+                const auto W = random_weights(t, size_t(N * K), rng);
+                const auto x = random_floats(size_t(T * K), rng);
+                std::vector<float> first;
+                for (const std::string& v : fma) {
+                    test::UseKernels scope(v);
+                    const PackedWeight p(W.data(), t, N, K);
+                    std::vector<float> out(size_t(T * N));
+                    matmul(out.data(), x.data(), p.matrix(), T, /*exact=*/true);
+                    if (first.empty())
+                        first = out;
+                    else
+                        ASSERT_EQ(out, first) << v << " vs " << fma[0] << ": " << dtype_name(t) << " T " << T << " K " << K;
+                }
+            }
+}
+
 // ---- softmax, silu_mul and the small vector kernels -------------------------------------------------
 
 std::vector<double> softmax_ref(const std::vector<float>& x) {
@@ -365,7 +400,7 @@ std::vector<double> softmax_ref(const std::vector<float>& x) {
 // Relative tolerance per element: x - max rounds with error u |x - max| in the exponent (up to 40 u for
 // inputs in [-20, 20]), exp adds ~2 u, the f32 sum of n terms n u, the reciprocal and product 2 u. With a
 // scale, the reference takes the f32 products scale * x (what the kernel rounds first).
-TEST(Softmax, MatchesDoubleReference) {
+TEST_P(Softmax, MatchesDoubleReference) {
     std::mt19937 rng(3);
     for (float scale : {1.0f, 0.125f, 0.3f})
         for (int64_t n : {1, 2, 7, 16, 17, 100, 1000}) {
@@ -384,14 +419,14 @@ TEST(Softmax, MatchesDoubleReference) {
         }
 }
 
-TEST(Softmax, SingleElementIsOne) {
+TEST_P(Softmax, SingleElementIsOne) {
     float x = -1234.5f;
     softmax(&x, 1);
     EXPECT_EQ(x, 1.0f);
 }
 
 // exp(1000) overflows f32: the max must be subtracted first.
-TEST(Softmax, LargeInputsDoNotOverflow) {
+TEST_P(Softmax, LargeInputsDoNotOverflow) {
     std::vector<float> x = {1000.0f, 1001.0f, 999.0f, 1001.0f};
     const auto ref = softmax_ref(x);
     softmax(x.data(), 4);
@@ -405,7 +440,7 @@ TEST(Softmax, LargeInputsDoNotOverflow) {
 }
 
 // A masked score (-inf) gets probability exactly 0; the others still sum to 1.
-TEST(Softmax, MinusInfinityGivesZero) {
+TEST_P(Softmax, MinusInfinityGivesZero) {
     std::vector<float> x = {0.5f, -INFINITY, 1.5f, -INFINITY};
     softmax(x.data(), 4);
     EXPECT_EQ(x[1], 0.0f);
@@ -416,7 +451,7 @@ TEST(Softmax, MinusInfinityGivesZero) {
 
 // silu(g) * u = g / (1 + exp(-g)) * u. Relative tolerance 16 u: exp within 4 ulp (glibc's vector exp bound),
 // then 1 +, /, * each round once; absolute 1e-37 for g -> -inf, where the exact value is below f32's range.
-TEST(SiluMul, MatchesDoubleReference) {
+TEST_P(SiluMul, MatchesDoubleReference) {
     std::mt19937 rng(11);
     for (int64_t n : {1, 15, 16, 17, 172, 1000}) {
         auto g = random_floats(size_t(n), rng, -30.0f, 30.0f);
@@ -434,7 +469,7 @@ TEST(SiluMul, MatchesDoubleReference) {
 }
 
 // Above their thresholds silu_mul and add_inplace run over the threads: the same values as small calls.
-TEST(VectorKernels, ParallelEqualsPiecewise) {
+TEST_P(VectorKernels, ParallelEqualsPiecewise) {
     std::mt19937 rng(12);
     const int64_t n = (int64_t(1) << 19) + 37, piece = 1000;
     const auto g = random_floats(size_t(n), rng, -10.0f, 10.0f), u = random_floats(size_t(n), rng);
@@ -448,7 +483,7 @@ TEST(VectorKernels, ParallelEqualsPiecewise) {
     ASSERT_EQ(whole, parts);
 }
 
-TEST(VectorKernels, AddInplace) {
+TEST_P(VectorKernels, AddInplace) {
     std::mt19937 rng(8);
     for (int64_t n : {1, 7, 16, 33, 64, 1000}) {
         const auto a = random_floats(size_t(n), rng), b = random_floats(size_t(n), rng);
@@ -486,7 +521,7 @@ void check_all_patterns(DType t) {
     }
 }
 
-TEST(Convert, F16AllPatternsIncludingSubnormalsInfNan) {
+TEST_P(Convert, F16AllPatternsIncludingSubnormalsInfNan) {
     check_all_patterns(DType::F16);
     // Spot values that must hold whatever the decoder above says.
     const uint16_t h[] = {0x0001, 0x03ff, 0x0400, 0x3c00, 0x7bff, 0x7c00, 0xfc00, 0x7e00, 0x8000};
@@ -503,7 +538,7 @@ TEST(Convert, F16AllPatternsIncludingSubnormalsInfNan) {
     EXPECT_TRUE(o[8] == 0.0f && std::signbit(o[8]));
 }
 
-TEST(Convert, Bf16AllPatterns) {
+TEST_P(Convert, Bf16AllPatterns) {
     check_all_patterns(DType::BF16);
     const uint16_t h[] = {0x3f80, 0xc000, 0x7f80, 0x7fc0, 0x0001};
     float o[5];
@@ -515,7 +550,7 @@ TEST(Convert, Bf16AllPatterns) {
     EXPECT_EQ(o[4], std::ldexp(1.0f, -133));
 }
 
-TEST(Convert, F32IsACopy) {
+TEST_P(Convert, F32IsACopy) {
     std::mt19937 rng(2);
     const auto x = random_floats(37, rng);
     std::vector<float> o(37 + 4, 7.0f);
@@ -572,7 +607,7 @@ std::vector<float> rounding_inputs(double (*dec)(uint16_t), uint16_t inf_bits, d
     return in;
 }
 
-TEST(Convert, F32ToF16RoundsToNearestEven) {
+TEST(Rounding, F32ToF16RoundsToNearestEven) {
     const auto in = rounding_inputs(decode_f16, 0x7c00, 65536.0);
     for (float f : in) {
         const uint16_t want = round_ref(f, decode_f16, 0x7c00, 65536.0), got = f32_to_f16(f);
@@ -594,7 +629,7 @@ TEST(Convert, F32ToF16RoundsToNearestEven) {
     EXPECT_TRUE((nan & 0x7c00) == 0x7c00 && (nan & 0x3ff) != 0) << std::hex << nan;
 }
 
-TEST(Convert, F32ToBf16RoundsToNearestEven) {
+TEST(Rounding, F32ToBf16RoundsToNearestEven) {
     const double overflow = std::ldexp(1.0, 128);
     const auto in = rounding_inputs(decode_bf16, 0x7f80, overflow);
     for (float f : in) {
@@ -612,6 +647,12 @@ TEST(Convert, F32ToBf16RoundsToNearestEven) {
         EXPECT_TRUE((h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0) << std::hex << u << " -> " << h;
     }
 }
+
+PL_FOR_EVERY_KERNEL(Matmul);
+PL_FOR_EVERY_KERNEL(Softmax);
+PL_FOR_EVERY_KERNEL(SiluMul);
+PL_FOR_EVERY_KERNEL(VectorKernels);
+PL_FOR_EVERY_KERNEL(Convert);
 
 }  // namespace
 }  // namespace plainllama

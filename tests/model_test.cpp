@@ -1,7 +1,7 @@
 // Model-level correctness on stories260K: the engine against a naive double-precision LLaMA forward pass
 // written here from the raw tensors (config eps, two norms per layer, half-precision folders), KV-cache
 // decode against batched prefill, and the errors eval() must throw.
-#include "plainllama/model.h"
+#include "plainllama/model/model.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <map>
 #include <random>
 
-#include "plainllama/error.h"
+#include "plainllama/sys/error.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -424,7 +424,10 @@ TEST(ModelLoad, ReportsRepackingProgress) {
     EXPECT_EQ(calls.back().first, want);
 }
 
-TEST(KvCache, DecodeMatchesPrefill) {
+// Run once per kernel variant this CPU supports.
+class KvCache : public test::EveryKernel {};
+
+TEST_P(KvCache, DecodeMatchesPrefill) {
     Model model(model_dir());
     const auto ids = tokens40();
     const size_t V = size_t(model.config().vocab_size);
@@ -464,7 +467,7 @@ TEST(KvCache, DecodeMatchesPrefill) {
 // The same holds for 16-bit weights: F16 always, BF16 in exact mode. BF16's default prefill rounds the
 // activations to BF16 (vdpbf16ps, when the CPU has it) while decode keeps them f32, so there the two differ by
 // the rounding (bounded like the BF16 folder's logits above).
-TEST(KvCache, DecodeMatchesPrefillWith16BitWeights) {
+TEST_P(KvCache, DecodeMatchesPrefillWith16BitWeights) {
     const auto ids = tokens40();
     for (const char* folder : {"stories260K-f16", "stories260K-bf16"})
         for (bool exact : {true, false}) {
@@ -481,7 +484,7 @@ TEST(KvCache, DecodeMatchesPrefillWith16BitWeights) {
 
 // An abort stops an eval between layers: nothing of the abandoned batch enters the cache (n_past() holds the
 // batches finished before it), and evaluating the rest later gives the logits of one uninterrupted eval.
-TEST(KvCache, AbortedEvalLeavesTheCacheConsistent) {
+TEST_P(KvCache, AbortedEvalLeavesTheCacheConsistent) {
     Model model(model_dir());
     const auto ids = tokens40();
     const size_t V = size_t(model.config().vocab_size);
@@ -518,7 +521,7 @@ TEST(KvCache, AbortedEvalLeavesTheCacheConsistent) {
     EXPECT_EQ(at_once.n_past(), 0);
 }
 
-TEST(KvCache, TruncateAndResetReuseTheCache) {
+TEST_P(KvCache, TruncateAndResetReuseTheCache) {
     Model model(model_dir());
     const auto ids = tokens40();
     const size_t V = size_t(model.config().vocab_size);
@@ -615,6 +618,8 @@ TEST(ContextErrors, OverflowingTheContextThrows) {
     too_big.n_ctx = 513;
     EXPECT_THROW(Context(model, too_big), Error);
 }
+
+PL_FOR_EVERY_KERNEL(KvCache);
 
 }  // namespace
 }  // namespace plainllama

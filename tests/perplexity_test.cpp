@@ -1,6 +1,6 @@
 // Perplexity: llama.cpp's method against the shared reference, the sliding window against a direct
 // computation, and the errors.
-#include "plainllama/perplexity.h"
+#include "plainllama/run/perplexity.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -9,7 +9,7 @@
 #include <cmath>
 #include <memory>
 
-#include "plainllama/tokenizer.h"
+#include "plainllama/io/tokenizer.h"
 #include "test_util.h"
 
 namespace plainllama {

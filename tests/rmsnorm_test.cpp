@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "plainllama/kernels.h"
+#include "plainllama/kernels/kernels.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -169,7 +169,11 @@ Buffer run(const Buffer& x, const Buffer& w, int64_t rows, int64_t n, float eps)
     return y;
 }
 
-TEST(RmsNorm, MatchesDoubleReferenceAllTypesSizesThreads) {
+// Run once per kernel variant this CPU supports.
+class RmsNorm : public test::EveryKernel {};
+class RmsNormMistakes : public test::EveryKernel {};
+
+TEST_P(RmsNorm, MatchesDoubleReferenceAllTypesSizesThreads) {
     std::mt19937 rng(1234);
     double worst_f32 = 0;
     for (DType xt : kTypes)
@@ -199,7 +203,7 @@ TEST(RmsNorm, MatchesDoubleReferenceAllTypesSizesThreads) {
     std::printf("rmsnorm f32: worst relative error %.3g (tolerance %.3g)\n", worst_f32, kF32Rel);
 }
 
-TEST(RmsNorm, EveryRowCountFrom1To33) {
+TEST_P(RmsNorm, EveryRowCountFrom1To33) {
     std::mt19937 rng(99);
     for (int64_t n : {63, 1000})
         for (int64_t rows = 1; rows <= 33; ++rows)
@@ -221,7 +225,7 @@ double rms_of(const Buffer& y, int64_t r, int64_t n) {
 
 // With unit weight every row comes out with root-mean-square 1 (up to eps), and its mean is NOT removed:
 // x = 5 + noise has mean(y) = 5 / rms(x) ~ 0.98 and std ~ 0.19, not the mean 0 / std 1 of a LayerNorm.
-TEST(RmsNorm, UnitWeightGivesUnitRmsAndKeepsTheMean) {
+TEST_P(RmsNorm, UnitWeightGivesUnitRmsAndKeepsTheMean) {
     const int64_t rows = 3, n = 4097;
     std::mt19937 rng(7);
     std::normal_distribution<double> noise(0.0, 1.0);
@@ -248,7 +252,7 @@ TEST(RmsNorm, UnitWeightGivesUnitRmsAndKeepsTheMean) {
     }
 }
 
-TEST(RmsNorm, ZeroInputGivesExactZeros) {
+TEST_P(RmsNorm, ZeroInputGivesExactZeros) {
     for (DType xt : kTypes)
         for (int64_t n : {1, 7, 65, 8192}) {
             const Buffer x = from_values(xt, std::vector<double>(size_t(2 * n), 0.0));
@@ -264,7 +268,7 @@ TEST(RmsNorm, ZeroInputGivesExactZeros) {
 
 // 1e-30: x^2 = 1e-60 underflows in f32 but eps dominates anyway, so y = x / sqrt(eps) * w exactly as in the
 // reference. 1e30: x^2 overflows f32 but not the double sum: the output matches the reference too.
-TEST(RmsNorm, TinyAndHugeInputsStayFinite) {
+TEST_P(RmsNorm, TinyAndHugeInputsStayFinite) {
     const int64_t n = 65;
     std::vector<double> wv(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) wv[size_t(i)] = 0.5 + double(i % 7) / 8.0;
@@ -291,7 +295,7 @@ TEST(RmsNorm, TinyAndHugeInputsStayFinite) {
 // ---- classic mistakes ------------------------------------------------------------------------------
 
 // x = (3, -3, 1, -1): mean(x)^2 = 0 but mean(x^2) = 5. The mistake would give x / sqrt(eps) (~ +-950).
-TEST(RmsNormMistakes, UsesMeanOfSquaresNotSquareOfMean) {
+TEST_P(RmsNormMistakes, UsesMeanOfSquaresNotSquareOfMean) {
     const Buffer x = from_values(DType::F32, {3, -3, 1, -1});
     const Buffer w = from_values(DType::F32, {1, 1, 1, 1});
     const Buffer y = run(x, w, 1, 4, 1e-5f);
@@ -305,7 +309,7 @@ TEST(RmsNormMistakes, UsesMeanOfSquaresNotSquareOfMean) {
 // x: [2, 3] with row 1 = 10 * row 0. Each row is normalised over its own 3 columns, so both rows come out
 // identical (RMSNorm is scale invariant); normalising each column over the 2 rows would give
 // row 0 = 1/sqrt(50.5) * (1, 2, 3)-ish and row 1 ten times that, and a square input could not tell them apart.
-TEST(RmsNormMistakes, NormalisesEachRowOverItsColumns) {
+TEST_P(RmsNormMistakes, NormalisesEachRowOverItsColumns) {
     const Buffer x = from_values(DType::F32, {1, 2, 3, 10, 20, 30});
     const Buffer w = from_values(DType::F32, {1, 1, 1});
     const Buffer y = run(x, w, 2, 3, 1e-6f);
@@ -326,7 +330,7 @@ TEST(RmsNormMistakes, NormalisesEachRowOverItsColumns) {
 
 // eps = 1 with mean(x^2) = 1: correct 1/sqrt(1 + 1) = 0.7071; eps outside the root 1/(1 + 1) = 0.5;
 // eps missing 1/1 = 1.
-TEST(RmsNormMistakes, EpsIsInsideTheSquareRoot) {
+TEST_P(RmsNormMistakes, EpsIsInsideTheSquareRoot) {
     const Buffer x = from_values(DType::F32, {1, -1, 1, -1, 1});
     const Buffer w = from_values(DType::F32, {1, 1, 1, 1, 1});
     const Buffer y = run(x, w, 1, 5, 1.0f);
@@ -342,7 +346,7 @@ TEST(RmsNormMistakes, EpsIsInsideTheSquareRoot) {
 }
 
 // A constant row has zero variance: a LayerNorm (x - mean) would output zeros, RMSNorm outputs sign(x) * w.
-TEST(RmsNormMistakes, DoesNotSubtractTheMean) {
+TEST_P(RmsNormMistakes, DoesNotSubtractTheMean) {
     const Buffer x = from_values(DType::F32, {2, 2, 2, 2, 2, 2, 2, 2});
     const Buffer w = from_values(DType::F32, {1, 2, 3, 4, 5, 6, 7, 8});
     const Buffer y = run(x, w, 1, 8, 1e-6f);
@@ -350,12 +354,15 @@ TEST(RmsNormMistakes, DoesNotSubtractTheMean) {
 }
 
 // The weight multiplies (HF LLaMA), it is not an offset (1 + w, Gemma): w = 0 gives zeros.
-TEST(RmsNormMistakes, WeightMultipliesNotOnePlusWeight) {
+TEST_P(RmsNormMistakes, WeightMultipliesNotOnePlusWeight) {
     const Buffer x = from_values(DType::F32, {1, -2, 3});
     const Buffer w = from_values(DType::F32, {0, 0, 0});
     const Buffer y = run(x, w, 1, 3, 1e-5f);
     for (int i = 0; i < 3; ++i) EXPECT_EQ(std::fabs(y.at(size_t(i))), 0.0);
 }
+
+PL_FOR_EVERY_KERNEL(RmsNorm);
+PL_FOR_EVERY_KERNEL(RmsNormMistakes);
 
 }  // namespace
 }  // namespace plainllama

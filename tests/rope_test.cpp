@@ -1,6 +1,7 @@
 // RoPE: inverse frequencies (default, linear and llama3 scaling) against HF's formulas reimplemented here,
 // the cos/sin tables, and the rotate_half pairing (element i with i + head_dim/2, not adjacent pairs).
-#include "plainllama/rope.h"
+#include "plainllama/model/rope.h"
+#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "plainllama/config.h"
-#include "plainllama/kernels.h"
+#include "plainllama/io/config.h"
+#include "plainllama/kernels/kernels.h"
 
 namespace plainllama {
 namespace {
@@ -68,7 +69,7 @@ TEST(RopeInvFreq, DefaultMatchesHf) {
 TEST(RopeInvFreq, LinearFactorTwoHalvesEveryFrequency) {
     LlamaConfig c = rope_config(10000, 64);
     const auto base = rope_inv_freq(c);
-    c.rope_scaling.rope_type = "linear";
+    c.rope_scaling.rope_type = RopeType::linear;
     c.rope_scaling.factor = 2.0;
     const auto f = rope_inv_freq(c);
     ASSERT_EQ(f.size(), base.size());
@@ -78,7 +79,7 @@ TEST(RopeInvFreq, LinearFactorTwoHalvesEveryFrequency) {
 // Llama 3.1's settings: factor 8, low 1, high 4, original 8192, theta 500000, head_dim 128.
 TEST(RopeInvFreq, Llama3MatchesHf) {
     LlamaConfig c = rope_config(500000, 128);
-    c.rope_scaling.rope_type = "llama3";
+    c.rope_scaling.rope_type = RopeType::llama3;
     c.rope_scaling.factor = 8;
     c.rope_scaling.low_freq_factor = 1;
     c.rope_scaling.high_freq_factor = 4;
@@ -135,9 +136,12 @@ TEST(RopeTables, CosSinOfPositionTimesFrequency) {
         }
 }
 
+// Run once per kernel variant this CPU supports.
+class RopeRotateHalf : public test::EveryKernel {};
+
 // x: [2 heads, head_dim 8]. Element i rotates with i + 4 in its own head:
 //   out[i] = x[i] cos_i - x[i+4] sin_i,   out[i+4] = x[i+4] cos_i + x[i] sin_i.
-TEST(RopeRotateHalf, PairsIWithIPlusHalf) {
+TEST_P(RopeRotateHalf, PairsIWithIPlusHalf) {
     const int64_t nh = 2, hd = 8, half = 4;
     std::vector<float> x(size_t(nh * hd));
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i + 1) * (i % 3 ? 1.0f : -0.5f);
@@ -159,7 +163,7 @@ TEST(RopeRotateHalf, PairsIWithIPlusHalf) {
     EXPECT_NE(y[3], x[2]);
 }
 
-TEST(RopeRotateHalf, PositionZeroIsIdentity) {
+TEST_P(RopeRotateHalf, PositionZeroIsIdentity) {
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> d(-2, 2);
     std::vector<float> x(3 * 64);
@@ -173,7 +177,7 @@ TEST(RopeRotateHalf, PositionZeroIsIdentity) {
 
 // RoPE makes attention scores depend only on the distance: q(m) . k(n) == q(m + d) . k(n + d).
 // Rotations preserve each pair's norm, too.
-TEST(RopeRotateHalf, ScoresDependOnRelativePositionOnly) {
+TEST_P(RopeRotateHalf, ScoresDependOnRelativePositionOnly) {
     const int64_t hd = 64;
     std::mt19937 rng(2);
     std::uniform_real_distribution<float> d(-1, 1);
@@ -203,6 +207,8 @@ TEST(RopeRotateHalf, ScoresDependOnRelativePositionOnly) {
     }
     EXPECT_GT(std::fabs(dot(rotated(q, 0), rotated(k, 50)) - dot(q, k)), 1e-3) << "the rotation did nothing";
 }
+
+PL_FOR_EVERY_KERNEL(RopeRotateHalf);
 
 }  // namespace
 }  // namespace plainllama

@@ -6,8 +6,8 @@
 #include <random>
 #include <set>
 
-#include "plainllama/error.h"
-#include "plainllama/sampler.h"
+#include "plainllama/run/sampler.h"
+#include "plainllama/sys/error.h"
 
 namespace plainllama {
 namespace {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -51,7 +52,7 @@ void expect_stories260K_config(const LlamaConfig& c) {
     EXPECT_EQ(c.max_position_embeddings, 512);
     EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
     EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
-    EXPECT_EQ(c.rope_scaling.rope_type, "none");
+    EXPECT_EQ(c.rope_scaling.rope_type, RopeType::none);
     EXPECT_TRUE(c.tie_word_embeddings);
     EXPECT_EQ(c.bos_token_id, 1);
     EXPECT_EQ(c.eos_token_id, std::vector<int64_t>{2});
@@ -113,6 +114,21 @@ std::string drain(int fd) {
 }
 
 }  // namespace
+
+ScopedEnv::ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* v = std::getenv(name)) {
+        had_ = true;
+        saved_ = v;
+    }
+    ::setenv(name, value.c_str(), 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+    if (had_)
+        ::setenv(name_.c_str(), saved_.c_str(), 1);
+    else
+        ::unsetenv(name_.c_str());
+}
 
 RunResult run_binary(const std::vector<std::string>& args, const std::string& input, uint64_t address_space_bytes) {
     TempDir tmp;

@@ -12,7 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plainllama/config.h"
+#include "plainllama/io/config.h"
+#include "plainllama/kernels/kernels.h"
 
 namespace plainllama::test {
 
@@ -52,6 +53,37 @@ class Threads {
 
    private:
     int saved_;
+};
+
+// Runs the kernels of variant `name` for a scope.
+class UseKernels {
+   public:
+    explicit UseKernels(const std::string& name) : saved_(kernels_isa()) { use_kernels(name); }
+    ~UseKernels() { use_kernels(saved_); }
+
+   private:
+    std::string saved_;
+};
+
+// A test suite that runs once per kernel variant this CPU supports (kernel_variants()): `class Suite : public
+// test::EveryKernel {};`, TEST_P(Suite, Name), then PL_FOR_EVERY_KERNEL(Suite). Test names end in the variant.
+class EveryKernel : public ::testing::TestWithParam<std::string> {
+   private:
+    UseKernels scope_{GetParam()};
+};
+#define PL_FOR_EVERY_KERNEL(Suite)                                                               \
+    INSTANTIATE_TEST_SUITE_P(Kernels, Suite, ::testing::ValuesIn(::plainllama::kernel_variants()), \
+                             [](const ::testing::TestParamInfo<std::string>& i) { return i.param; })
+
+// Sets an environment variable for a scope (for the binaries a test runs), restoring it after.
+class ScopedEnv {
+   public:
+    ScopedEnv(const char* name, const std::string& value);
+    ~ScopedEnv();
+
+   private:
+    std::string name_, saved_;
+    bool had_ = false;
 };
 
 inline fs::path shared_dir() { return PLAINLLAMA_SHARED_DIR; }

@@ -8,10 +8,10 @@
 
 #include "commands.h"
 #include "common.h"
-#include "plainllama/error.h"
-#include "plainllama/kernels.h"
-#include "plainllama/membw.h"
-#include "plainllama/sysinfo.h"
+#include "plainllama/kernels/kernels.h"
+#include "plainllama/kernels/membw.h"
+#include "plainllama/sys/error.h"
+#include "plainllama/sys/sysinfo.h"
 
 namespace plainllama::cli {
 
@@ -51,13 +51,16 @@ std::string size_str(double bytes) {
     return format("%.2f MiB", bytes / double(1 << 20));
 }
 
-// The storage type of the projection weights: one dtype name, or "mixed".
-std::string projection_dtype(const ModelWeights& w) {
-    const DType d = w.layers.at(0).q_proj.dtype;
-    for (const LayerWeights& l : w.layers)
-        for (const Weight* p : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
-            if (p->dtype != d) return "mixed";
-    return dtype_name(d);
+// The storage type of the layers' matrices: one dtype name, or "mixed".
+std::string projection_dtype(const Model& m) {
+    std::string d;
+    for (const TensorSpec& s : llama_tensor_table(m.config()))
+        if (s.matrix && s.layer >= 0) {
+            const char* t = dtype_name(weight_of(m.weights(), s).dtype);
+            if (!d.empty() && d != t) return "mixed";
+            d = t;
+        }
+    return d;
 }
 
 // The folder's name, with or without a trailing slash.
@@ -189,7 +192,7 @@ Run add_bench(CLI::App& app) {
             for (int64_t d : s.shape) e *= double(d);
             params += e;
         }
-        const std::string dtype = projection_dtype(l.model->weights());
+        const std::string dtype = projection_dtype(*l.model);
         const std::string cpu = cpu_model_name(), flags = cpu_simd_flags();
         if (o->json) {
             nlohmann::json j = {{"model", o->m.model},

@@ -7,12 +7,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+#include <optional>
 
 #include "commands.h"
 #include "common.h"
-#include "plainllama/chat.h"
-#include "plainllama/error.h"
+#include "plainllama/io/file.h"
+#include "plainllama/run/chat.h"
+#include "plainllama/sys/error.h"
 
 namespace plainllama::cli {
 
@@ -97,6 +98,57 @@ void print_stats(const ChatSession& s, const ChatTurn* last) {
     err(perf_line("eval time", s.total_generate_seconds(), s.total_generated_tokens()));
 }
 
+// Runs a slash command (`line` starts with '/'); false for /exit. Errors are printed, the session goes on.
+bool run_command(const std::string& line, ChatSession& session, const ChatTemplate& tmpl, bool quiet,
+                 std::optional<ChatTurn>& last) {
+    const size_t sp = line.find(' ');
+    const std::string name = line.substr(0, sp), arg = sp == std::string::npos ? "" : trim(line.substr(sp + 1));
+    try {
+        if (name == "/exit" || name == "/quit") {
+            return false;
+        } else if (name == "/help") {
+            err(kCommands);
+        } else if (name == "/reset") {
+            session.reset();
+            last.reset();
+            if (!quiet) err("conversation cleared");
+        } else if (name == "/system") {
+            session.set_system(arg);
+            if (!quiet) err(arg.empty() ? "system prompt cleared" : "system prompt set; it applies from the next message");
+        } else if (name == "/save") {
+            if (arg.empty()) throw Error("/save needs a file name: /save FILE");
+            std::ofstream f(arg, std::ios::binary);
+            const std::string j = session.to_json().dump(2) + "\n";
+            f.write(j.data(), std::streamsize(j.size()));
+            if (!f) throw Error(arg + ": cannot be written (/save)");
+            if (!quiet) err("saved " + std::to_string(session.messages().size()) + " messages to " + arg);
+        } else if (name == "/load") {
+            if (arg.empty()) throw Error("/load needs a file name: /load FILE");
+            nlohmann::json j;
+            try {
+                j = nlohmann::json::parse(read_file(arg));
+            } catch (const nlohmann::json::exception&) {
+                throw Error(arg + ": not valid JSON (/load)");
+            }
+            session.from_json(j, arg);
+            last.reset();
+            if (!quiet) {
+                err("loaded " + std::to_string(session.messages().size()) + " messages from " + arg);
+                if (j.contains("template") && j["template"] != template_name(tmpl.kind()))
+                    err("note: the transcript was saved with template " + j["template"].dump() +
+                        "; it is rendered with " + template_name(tmpl.kind()));
+            }
+        } else if (name == "/stats") {
+            print_stats(session, last ? &*last : nullptr);
+        } else {
+            err("unknown command " + name + " (/help lists the commands)");
+        }
+    } catch (const Error& e) {
+        err(std::string("error: ") + e.what());
+    }
+    return true;
+}
+
 }  // namespace
 
 Run add_chat(CLI::App& app) {
@@ -152,8 +204,7 @@ Run add_chat(CLI::App& app) {
 
         install_sigint_handler(/*restart_io=*/false);
         LineReader reader;
-        ChatTurn last;
-        bool have_last = false;
+        std::optional<ChatTurn> last;  // the last reply, for /stats
         int status = 0;
         std::string line;
         for (;;) {
@@ -171,57 +222,7 @@ Run add_chat(CLI::App& app) {
                 continue;
             }
             if (t[0] == '/' && t.rfind("//", 0) != 0) {
-                const size_t sp = t.find(' ');
-                const std::string name = t.substr(0, sp), arg = sp == std::string::npos ? "" : trim(t.substr(sp + 1));
-                try {
-                    if (name == "/exit" || name == "/quit") {
-                        break;
-                    } else if (name == "/help") {
-                        err(kCommands);
-                    } else if (name == "/reset") {
-                        session.reset();
-                        have_last = false;
-                        if (!quiet) err("conversation cleared");
-                    } else if (name == "/system") {
-                        session.set_system(arg);
-                        if (!quiet)
-                            err(arg.empty() ? "system prompt cleared"
-                                            : "system prompt set; it applies from the next message");
-                    } else if (name == "/save") {
-                        if (arg.empty()) throw Error("/save needs a file name: /save FILE");
-                        std::ofstream f(arg, std::ios::binary);
-                        const std::string j = session.to_json().dump(2) + "\n";
-                        f.write(j.data(), std::streamsize(j.size()));
-                        if (!f) throw Error(arg + ": cannot be written (/save)");
-                        if (!quiet) err("saved " + std::to_string(session.messages().size()) + " messages to " + arg);
-                    } else if (name == "/load") {
-                        if (arg.empty()) throw Error("/load needs a file name: /load FILE");
-                        std::ifstream f(arg, std::ios::binary);
-                        if (!f) throw Error(arg + ": cannot be read (/load)");
-                        std::stringstream ss;
-                        ss << f.rdbuf();
-                        nlohmann::json j;
-                        try {
-                            j = nlohmann::json::parse(ss.str());
-                        } catch (const nlohmann::json::exception&) {
-                            throw Error(arg + ": not valid JSON (/load)");
-                        }
-                        session.from_json(j, arg);
-                        have_last = false;
-                        if (!quiet) {
-                            err("loaded " + std::to_string(session.messages().size()) + " messages from " + arg);
-                            if (j.contains("template") && j["template"] != template_name(tmpl.kind()))
-                                err("note: the transcript was saved with template " + j["template"].dump() +
-                                    "; it is rendered with " + template_name(tmpl.kind()));
-                        }
-                    } else if (name == "/stats") {
-                        print_stats(session, have_last ? &last : nullptr);
-                    } else {
-                        err("unknown command " + name + " (/help lists the commands)");
-                    }
-                } catch (const Error& e) {
-                    err(std::string("error: ") + e.what());
-                }
+                if (!run_command(t, session, tmpl, quiet, last)) break;
                 continue;
             }
 
@@ -230,7 +231,7 @@ Run add_chat(CLI::App& app) {
             bool started = tmpl.kind() == TemplateKind::raw;
             // Other work may have started or stopped on the cores since the last turn.
             if (refresh_threads(l, o->m.threads, 3) && !quiet) err("note: " + threads_note(l));
-            last = session.send(
+            const ChatTurn turn = session.send(
                 text, o->n_predict,
                 [&](const std::string& piece) {
                     if (started) return out(piece);
@@ -240,10 +241,10 @@ Run add_chat(CLI::App& app) {
                     out(piece.substr(b));
                 },
                 &g_interrupted, [&](const std::string& notice) { err("[" + notice + "]"); });
-            if (last.rejected) continue;
-            have_last = true;
+            if (turn.rejected) continue;
+            last = turn;
             out("\n");
-            if (last.stats.interrupted || g_interrupted.load()) {  // a Ctrl-C during the reply ends only the reply
+            if (turn.stats.interrupted || g_interrupted.load()) {  // a Ctrl-C during the reply ends only the reply
                 err("[interrupted]");
                 g_interrupted = false;
                 std::clearerr(stdout);  // a write the Ctrl-C interrupted (EINTR) leaves the error flag set

@@ -4,8 +4,8 @@
 
 #include "commands.h"
 #include "common.h"
-#include "plainllama/error.h"
-#include "plainllama/generate.h"
+#include "plainllama/run/generate.h"
+#include "plainllama/sys/error.h"
 
 namespace plainllama::cli {
 

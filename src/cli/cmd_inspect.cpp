@@ -1,18 +1,20 @@
-// plainllama inspect: the resolved config and the table of tensors.
+// plainllama inspect: the resolved config and the table of tensors, from config.json and the safetensors headers
+// only (nothing packed, no page of the weights read): instant and a few MB whatever the model's size.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "plainllama/model.h"
+#include "plainllama/kernels/kernels.h"
+#include "plainllama/model/model.h"
 
 namespace plainllama::cli {
 
 namespace {
 
 nlohmann::json config_json(const LlamaConfig& c) {
-    nlohmann::json rs = c.rope_scaling.rope_type == "none"
+    nlohmann::json rs = c.rope_scaling.rope_type == RopeType::none
                             ? nlohmann::json(nullptr)
-                            : nlohmann::json{{"rope_type", c.rope_scaling.rope_type},
+                            : nlohmann::json{{"rope_type", rope_type_name(c.rope_scaling.rope_type)},
                                              {"factor", c.rope_scaling.factor},
                                              {"low_freq_factor", c.rope_scaling.low_freq_factor},
                                              {"high_freq_factor", c.rope_scaling.high_freq_factor},
@@ -48,34 +50,33 @@ Run add_inspect(CLI::App& app) {
     cmd->add_option("-m,--model", o->model, "Model folder (config.json, *.safetensors)")->capture_default_str();
     cmd->add_flag("--json", o->json, "Print JSON instead of text");
     return [o] {
-        Model model(o->model);
-        const LlamaConfig& c = model.config();
+        const ModelFiles f = open_model_files(o->model, /*read_data=*/false);
+        const LlamaConfig& c = f.config;
         nlohmann::json tensors = nlohmann::json::array();
         int64_t params = 0;
         size_t bytes = 0;
         for (const TensorSpec& s : llama_tensor_table(c)) {
-            const TensorView* t = model.checkpoint().find(s.name);
-            tensors.push_back({{"name", t->name}, {"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"bytes", t->nbytes}});
+            const TensorView* t = f.checkpoint->find(s.name);
+            tensors.push_back(
+                {{"name", t->name}, {"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"bytes", t->nbytes}});
             params += t->numel();
             bytes += t->nbytes;
         }
         if (o->json) {
-            nlohmann::json j = {{"model", o->model}, {"config", config_json(c)}, {"tensors", tensors},
-                                {"n_tensors", tensors.size()}, {"n_params", params}, {"n_bytes", bytes}};
+            nlohmann::json j = {{"model", o->model},   {"config", config_json(c)}, {"kernels", kernels_isa()},
+                                {"tensors", tensors},  {"n_tensors", tensors.size()}, {"n_params", params},
+                                {"n_bytes", bytes}};
             std::printf("%s\n", j.dump(2).c_str());
             return 0;
         }
         std::printf("model: %s\n", o->model.c_str());
         const nlohmann::json cfg = config_json(c);
         for (auto& [k, v] : cfg.items()) std::printf("  %-26s %s\n", k.c_str(), v.dump().c_str());
+        std::printf("kernels: %s\n", kernels_isa());
         std::printf("\n%-52s %-5s %-16s %12s\n", "tensor", "dtype", "shape", "bytes");
-        for (const auto& t : tensors) {
-            std::string shape = "[";
-            for (size_t i = 0; i < t["shape"].size(); ++i) shape += (i ? ", " : "") + t["shape"][i].dump();
-            shape += "]";
+        for (const auto& t : tensors)
             std::printf("%-52s %-5s %-16s %12zu\n", t["name"].get<std::string>().c_str(),
-                        t["dtype"].get<std::string>().c_str(), shape.c_str(), t["bytes"].get<size_t>());
-        }
+                        t["dtype"].get<std::string>().c_str(), shape_str(t["shape"]).c_str(), t["bytes"].get<size_t>());
         std::printf("\n%zu tensors, %lld parameters, %zu bytes (%.2f MiB)\n", tensors.size(), (long long)params, bytes,
                     double(bytes) / (1 << 20));
         return 0;

@@ -7,8 +7,8 @@
 
 #include "commands.h"
 #include "common.h"
-#include "plainllama/error.h"
-#include "plainllama/perplexity.h"
+#include "plainllama/run/perplexity.h"
+#include "plainllama/sys/error.h"
 
 namespace plainllama::cli {
 

@@ -8,13 +8,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <random>
 #include <sstream>
 
-#include "plainllama/error.h"
-#include "plainllama/threads.h"
+#include "plainllama/io/file.h"
+#include "plainllama/sys/error.h"
+#include "plainllama/sys/threads.h"
 
 namespace plainllama::cli {
 
@@ -32,10 +32,6 @@ void install_sigint_handler(bool restart_io) {
     sa.sa_flags = restart_io ? SA_RESTART : 0;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);
-}
-
-double now_seconds() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::string perf_line(const char* what, double seconds, int64_t tokens) {
@@ -224,19 +220,15 @@ std::string read_prompt(const std::string& prompt, const std::string& file, bool
     std::string text = prompt;
     std::string source = "the prompt";
     if (file_given) {
-        std::stringstream ss;
         if (file == "-") {
+            std::stringstream ss;
             ss << std::cin.rdbuf();
+            text = ss.str();
             source = "the prompt on stdin";
         } else {
-            std::error_code ec;
-            if (!std::filesystem::is_regular_file(file, ec)) throw Error(file + ": not found or not a regular file (-f/--file)");
-            std::ifstream in(file, std::ios::binary);
-            if (!in) throw Error(file + ": cannot be read (-f/--file)");
-            ss << in.rdbuf();
+            text = read_file(file);
             source = file;
         }
-        text = ss.str();
     }
     const size_t bad = invalid_utf8_at(text);
     if (bad != std::string::npos)

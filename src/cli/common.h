@@ -6,9 +6,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "plainllama/model.h"
-#include "plainllama/sampler.h"
-#include "plainllama/tokenizer.h"
+#include "plainllama/io/tokenizer.h"
+#include "plainllama/model/model.h"
+#include "plainllama/run/sampler.h"
+#include "plainllama/sys/clock.h"
 
 namespace plainllama::cli {
 
@@ -58,7 +59,6 @@ size_t invalid_utf8_at(const std::string& s);
 extern std::atomic<bool> g_interrupted;
 void install_sigint_handler(bool restart_io);
 
-double now_seconds();
 // "prompt eval time =  12.34 ms /    6 tokens (  2.06 ms per token,  486.23 tokens per second)"
 std::string perf_line(const char* what, double seconds, int64_t tokens);
 

@@ -4,7 +4,8 @@
 #include <map>
 
 #include "commands.h"
-#include "plainllama/error.h"
+#include "plainllama/kernels/kernels.h"
+#include "plainllama/sys/error.h"
 
 int main(int argc, char** argv) {
     using namespace plainllama;
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
         return 2;
     }
     try {
+        kernels_isa();  // chooses the kernels now: a PLAINLLAMA_KERNELS this CPU cannot run is an error before any work
         for (auto& [sub, run] : runs)
             if (sub->parsed()) return run();
         return 2;

@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "plainllama/dtype.h"
-#include "plainllama/kernels.h"
+#include "plainllama/io/dtype.h"
+#include "plainllama/kernels/kernels.h"
 
 namespace plainllama {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "invariants.h"
-#include "plainllama/config.h"
-#include "plainllama/error.h"
+#include "plainllama/io/config.h"
+#include "plainllama/sys/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace plainllama;

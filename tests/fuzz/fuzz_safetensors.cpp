@@ -7,8 +7,8 @@
 #include <string>
 
 #include "invariants.h"
-#include "plainllama/error.h"
-#include "plainllama/safetensors.h"
+#include "plainllama/io/safetensors.h"
+#include "plainllama/sys/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace plainllama;

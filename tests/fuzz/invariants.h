@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <string>
 
-#include "plainllama/config.h"
-#include "plainllama/rope.h"
-#include "plainllama/safetensors.h"
-#include "plainllama/weights.h"
+#include "plainllama/io/config.h"
+#include "plainllama/io/safetensors.h"
+#include "plainllama/model/rope.h"
+#include "plainllama/model/weights.h"
 
 namespace plainllama::fuzz {
 

@@ -1,0 +1,123 @@
+// Compute kernels. They know nothing of the model: plain arrays, shapes and storage types.
+// Row-major, except weight matrices, packed into panels (below); weights may be F32, F16 or BF16 and are converted
+// inside the kernels.
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plainllama/io/dtype.h"
+
+namespace plainllama {
+
+// Below this many multiply-adds (~20 us on one core) a kernel stays on the calling thread: waking the
+// team costs microseconds on an idle machine and far more on a busy one.
+constexpr int64_t kParallelWork = 1 << 17;
+
+// y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w[:]     x, y: [rows, n] of type xt; w: [n] of wt.
+// The mean square is accumulated in double (f32 and 16-bit inputs alike), the scale rounded once to f32.
+void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t rows, int64_t n, float eps);
+
+// Every build holds the kernels for several instruction sets (src/kernels/{scalar,avx2,avx512}.cpp) and runs the
+// best the CPU supports, or the one the environment variable PLAINLLAMA_KERNELS names:
+//   "avx512_bf16"  AVX-512 F/BW/CD/DQ/VL, with AVX512_BF16's vdpbf16ps for BF16 prefill
+//   "avx512"       the same without vdpbf16ps
+//   "avx2"         AVX2 + FMA + F16C
+//   "scalar"       portable C++, any x86-64
+std::vector<std::string> kernel_variants();  // those this CPU runs, best first
+// The variant in use; the first call chooses it (UsageError for a PLAINLLAMA_KERNELS this CPU cannot run).
+const char* kernels_isa();
+// Every kernel call from now on runs `name` (UsageError when unknown or not supported); not while kernels run.
+void use_kernels(const std::string& name);
+
+// A weight matrix W [N, K] repacked once (at load) for matmul, same storage type: panels of kPanel rows,
+// each k-major, so that one step in k reads kPanel contiguous values:
+//   F32, F16: panel p = [K][kPanel]; W[kPanel p + j, k] at [k][j]
+//   BF16:     panel p = [ceil(K/2)][kPanel][2]; W[kPanel p + j, k] at [k/2][j][k%2] (pairs for vdpbf16ps)
+// pack_matrix zeroes the rows past N in the last panel, though no output depends on them (attention's key cache
+// is viewed as a PackedMatrix whatever lies past the keys in use); an odd K's BF16 pad must be zero.
+constexpr int64_t kPanel = 32;
+struct PackedMatrix {
+    const void* data = nullptr;  // packed_bytes(dtype, N, K) bytes (PackedWeights' are 64-byte aligned)
+    DType dtype = DType::F32;
+    int64_t N = 0, K = 0;
+};
+size_t packed_bytes(DType t, int64_t N, int64_t K);
+// dst = W packed     W: [N, K] row-major of type t; dst: packed_bytes(t, N, K). OpenMP inside.
+void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K);
+
+// Packed copies of row-major matrices in one allocation that it owns, each 64-byte aligned. A capacity of
+// 2 MiB or more sits on 2 MiB pages when the kernel allows (transparent huge pages): with 4 KiB pages, streaming
+// the weights costs a TLB miss per page (decode of small F16: 163 vs 183 tok/s) and loading a page fault each.
+class PackedWeights {
+   public:
+    explicit PackedWeights(size_t capacity);  // bytes: the sum of the packed_bytes of what will be added
+    // W [N, K] of type t packed into the next free bytes (std::length_error past the capacity).
+    PackedMatrix add(const void* W, DType t, int64_t N, int64_t K);
+
+   private:
+    struct Free {
+        void operator()(void* p) const { std::free(p); }
+    };
+    std::unique_ptr<char, Free> data_;
+    size_t capacity_ = 0, used_ = 0;
+};
+
+// A packed copy of one row-major W [N, K] of type t (std::bad_alloc when out of memory).
+class PackedWeight {
+   public:
+    PackedWeight(const void* W, DType t, int64_t N, int64_t K)
+        : store_(packed_bytes(t, N, K)), m_(store_.add(W, t, N, K)) {}
+    const PackedMatrix& matrix() const { return m_; }
+
+   private:
+    PackedWeights store_;
+    PackedMatrix m_;
+};
+
+// out[t, r] = sum_k x[t, k] * W[r, k]     x: [T, K] f32, W packed [N, K], out: [T, N] f32. OpenMP inside.
+// T == 1 streams the panels (decode), T > 1 runs a register-blocked GEMM on them (prefill).
+// Every output is one chain of fused multiply-adds over k = 0 .. K-1 in order, whatever T and the threads:
+// row t of out depends only on row t of x, bit for bit, so decoding one token at a time reproduces a batched
+// prefill exactly. The one exception: BF16 weights with T > 1 unless `exact` round x to BF16 so that
+// AVX512_BF16's vdpbf16ps (exact products, f32 sums, twice the f32 FMA rate) can run, as llama.cpp does for
+// BF16 weights; the extra error is at most 2^-8 * sum_k |x[t, k] W[r, k]|.
+void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact = false);
+
+// Several products of the same input x [T, K] (every W_i has that K): jobs[i].out [T, N_i] = x W_i^T, the
+// panels of all W_i split over the threads in one parallel region (one barrier instead of one per matrix).
+struct MatmulJob {
+    float* out;
+    const PackedMatrix* W;
+};
+void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact = false);
+
+// A row-major f32 operand (attention's values), summed in the same order as matmul (one fma chain over k):
+// out [T, N] = x [T, K] B with B [K, N], x's rows ldx (>= K) apart.
+void matmul_nn(float* out, const float* x, int64_t ldx, const float* B, int64_t T, int64_t N, int64_t K);
+// y [N] += x [K] B [K, N]: each y[n]'s chain continued over k = 0 .. K-1, so a matmul_nn row over the first K1
+// keys followed by gemv_acc over the next K2 equals one matmul_nn row over all K1 + K2, bit for bit.
+void gemv_acc(float* y, const float* x, const float* B, int64_t K, int64_t N);
+
+// out = x W^T for a row-major W [N, K] of type wt, in double: the tests' yardstick.
+void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K);
+
+// out[i] = float(src[i])     src: [n] of type t.
+void convert_to_f32(float* out, const void* src, DType t, int64_t n);
+
+// Rotate-half RoPE on one token: x [n_heads, head_dim]; element i pairs with i + head_dim/2:
+// (a, b) -> (a*cos - b*sin, b*cos + a*sin), cos/sin: [head_dim/2] for this position.
+void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin);
+
+// x = softmax(scale * x) in place, subtracting the max first.     x: [n]
+void softmax(float* x, int64_t n, float scale = 1.0f);
+
+// g[i] = silu(g[i]) * u[i]     g, u: [n]
+void silu_mul(float* g, const float* u, int64_t n);
+
+// y[i] += x[i]     x, y: [n]
+void add_inplace(float* y, const float* x, int64_t n);
+
+}  // namespace plainllama

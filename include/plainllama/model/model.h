@@ -1,0 +1,107 @@
+// The LLaMA model (config + weights: matrices repacked for matmul, the rest from the mapping) and a Context
+// that runs it: KV cache, activation buffers allocated once, and the forward pass over a batch of tokens or one
+// token.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "plainllama/io/config.h"
+#include "plainllama/io/safetensors.h"
+#include "plainllama/model/weights.h"
+
+namespace plainllama {
+
+// A model folder's config, its checkpoint and the weights bound from it (every tensor present, by name, with the
+// shape the config implies), nothing packed. read_data false reads config.json and the safetensors headers only,
+// touching no page of the weights (`inspect`).
+struct ModelFiles {
+    LlamaConfig config;
+    std::unique_ptr<Checkpoint> checkpoint;
+    ModelWeights weights;
+};
+ModelFiles open_model_files(const std::filesystem::path& dir, bool read_data = true);
+// Bytes of the tensors a forward pass reads (a tied lm_head counted once).
+size_t weight_bytes(const LlamaConfig& c, const Checkpoint& ckpt);
+
+class Model {
+public:
+    // Called while loading with the weight bytes repacked so far and the total.
+    using Progress = std::function<void(size_t done, size_t total)>;
+    // dir: an HF folder with config.json and model.safetensors (or an index and shards).
+    explicit Model(const std::filesystem::path& dir, const Progress& progress = {});
+    const LlamaConfig& config() const { return config_; }
+    const ModelWeights& weights() const { return weights_; }
+    const Checkpoint& checkpoint() const { return *checkpoint_; }
+    const std::filesystem::path& dir() const { return dir_; }
+    size_t weight_bytes() const { return plainllama::weight_bytes(config_, *checkpoint_); }
+
+private:
+    // Repacks every matrix matmul reads into its Weight::packed and drops its pages of the mapping, so that
+    // memory stays about the file's size.
+    void pack_weights(const Progress& progress);
+
+    std::filesystem::path dir_;
+    LlamaConfig config_;
+    std::unique_ptr<Checkpoint> checkpoint_;
+    ModelWeights weights_;
+    std::unique_ptr<PackedWeights> packed_;  // the panels of weights_' matrices
+};
+
+struct ContextParams {
+    int64_t n_ctx = 0;      // KV cache positions; 0 = max_position_embeddings
+    int64_t n_batch = 512;  // most tokens per forward pass (longer inputs are split)
+    bool exact = false;     // BF16 weights: keep prefill activations in f32 (see matmul in kernels.h)
+};
+
+class Context {
+public:
+    Context(const Model& model, ContextParams params = {});
+
+    // Called before each batch and each layer (from the evaluating thread; with several contexts, from several):
+    // true abandons the evaluation. A long prompt stops within a layer's time, not a whole batch's.
+    using Abort = std::function<bool()>;
+
+    // Runs `tokens` at positions n_past() .. n_past()+n-1 and appends them to the cache.
+    // Returns logits [n, vocab_size] when all_logits, else [1, vocab_size] for the last token; or null when
+    // `abort` said so before the end: the cache then holds the batches of n_batch tokens completed before it
+    // (n_past() tells how many), the rest is not in it.
+    const float* eval(const int32_t* tokens, int64_t n, bool all_logits = false, const Abort& abort = {});
+    const float* eval(const std::vector<int32_t>& tokens, bool all_logits = false, const Abort& abort = {}) {
+        return eval(tokens.data(), int64_t(tokens.size()), all_logits, abort);
+    }
+
+    int64_t n_past() const { return n_past_; }
+    int64_t n_ctx() const { return n_ctx_; }
+    // Forget positions >= n (n <= n_past): the next eval continues from n.
+    void truncate(int64_t n);
+    void reset() { truncate(0); }
+    size_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+    const Model& model() const { return model_; }
+
+private:
+    // false when abort() said so (n_past_ unchanged).
+    bool forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits, const Abort& abort);
+
+    const Model& model_;
+    int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
+    bool exact_ = false;
+    // KV cache, per layer: keys as panels (see attention.h), values [num_key_value_heads, n_ctx, head_dim].
+    std::vector<float> k_cache_, v_cache_;
+    std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
+    // Activations for up to n_batch tokens.
+    std::vector<float> x_;        // [n_batch, hidden_size] residual stream
+    std::vector<float> xn_;       // [n_batch, hidden_size] normed
+    std::vector<float> q_;        // [n_batch, num_attention_heads * head_dim]
+    std::vector<float> k_, v_;    // [n_batch, num_key_value_heads * head_dim]
+    std::vector<float> att_;      // [n_batch, num_attention_heads * head_dim]
+    std::vector<float> gate_;     // [n_batch, intermediate_size]
+    std::vector<float> up_;       // [n_batch, intermediate_size]
+    std::vector<float> proj_;     // [n_batch, hidden_size] o_proj / down_proj output
+    std::vector<float> scratch_;  // [threads, attention_scratch_per_thread(...)]
+    std::vector<float> logits_;   // [tokens with logits, vocab_size]
+};
+
+}  // namespace plainllama

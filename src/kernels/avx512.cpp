@@ -1,0 +1,292 @@
+// Kernels for AVX-512 F, BW, CD, DQ, VL (x86-64-v4), on 16 lanes, and the vdpbf16ps tiles of AVX512_BF16 (their
+// own function target). Compiled with -march=x86-64-v4; used only on a CPU that has it (dispatch.cpp). Nothing here
+// may be emitted as a weak symbol (see isa.h).
+// GCC 12 flags the intrinsics' own _mm512_undefined_* temporaries (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "isa.h"
+
+namespace plainllama::isa {
+namespace {
+
+#include "elementwise.inc"
+
+#define PL_TARGET_BF16 __attribute__((target("avx512bf16")))
+
+inline __mmask16 tail_mask(int64_t n) { return __mmask16((1u << n) - 1u); }  // n <= 16
+inline __mmask16 mask_of(int64_t n) { return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : tail_mask(n); }
+
+// 16 lanes of any storage type as f32; `m` masks a tail.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const F16* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline __m512 load16(const BF16* p) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 load16(const F16* p, __mmask16 m) { return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p)); }
+inline __m512 load16(const BF16* p, __mmask16 m) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+// A BF16 pair word (k even in the low half, k+1 in the high half) as two f32 vectors.
+inline __m512 bf16_even(__m512i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16)); }
+inline __m512 bf16_odd(__m512i v) {
+    return _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+}
+
+// An MR x kNR tile of out in registers, columns masked to nr; starts from out when accumulating.
+template <int MR>
+struct OutTile {
+    __m512 acc0[MR], acc1[MR];
+    __mmask16 m0, m1;
+    OutTile(const float* out, int64_t ldo, int64_t nr, bool accumulate) : m0(mask_of(nr)), m1(mask_of(nr - 16)) {
+        for (int i = 0; i < MR; ++i) {
+            acc0[i] = accumulate ? _mm512_maskz_loadu_ps(m0, out + i * ldo) : _mm512_setzero_ps();
+            acc1[i] = accumulate ? _mm512_maskz_loadu_ps(m1, out + i * ldo + 16) : _mm512_setzero_ps();
+        }
+    }
+    void store(float* out, int64_t ldo) const {
+        for (int i = 0; i < MR; ++i) {
+            _mm512_mask_storeu_ps(out + i * ldo, m0, acc0[i]);
+            _mm512_mask_storeu_ps(out + i * ldo + 16, m1, acc1[i]);
+        }
+    }
+};
+
+// See MicroTile in isa.h. E: float, F16, or BF16 pairs (W[k, j] at Wp[k / 2 * 2 kNR + 2 j + k % 2]).
+template <int MR, class E>
+void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* Wp, int64_t ldw, int64_t kc, int64_t nr,
+                bool accumulate) {
+    constexpr bool f32 = sizeof(E) == 4;
+    OutTile<MR> c(out, ldo, nr, accumulate);
+    auto fma_k = [&](__m512 w0, __m512 w1, int64_t k) {  // acc += x[:, k] * W[k, :]
+        for (int i = 0; i < MR; ++i) {
+            const __m512 xb = _mm512_set1_ps(x[i * ldx + k]);
+            c.acc0[i] = _mm512_fmadd_ps(xb, w0, c.acc0[i]);
+            c.acc1[i] = _mm512_fmadd_ps(xb, w1, c.acc1[i]);
+        }
+    };
+    if constexpr (Pairs<E>::value) {
+        const uint32_t* w = reinterpret_cast<const uint32_t*>(Wp);
+        int64_t k = 0;
+        for (; k + 2 <= kc; k += 2, w += kNR) {
+            const __m512i v0 = _mm512_loadu_si512(w), v1 = _mm512_loadu_si512(w + 16);
+            fma_k(bf16_even(v0), bf16_even(v1), k);
+            fma_k(bf16_odd(v0), bf16_odd(v1), k + 1);
+        }
+        if (k < kc) fma_k(bf16_even(_mm512_loadu_si512(w)), bf16_even(_mm512_loadu_si512(w + 16)), k);
+    } else if (!f32 || nr == kNR || ldw == kNR) {  // a full block, a panel or a widened block
+        for (int64_t k = 0; k < kc; ++k) fma_k(load16(Wp + k * ldw), load16(Wp + k * ldw + 16), k);
+    } else if constexpr (f32) {
+        // Masked loads cost half the speed on Zen 4: only for a partial block of a row-major B.
+        for (int64_t k = 0; k < kc; ++k) fma_k(load16(Wp + k * ldw, c.m0), load16(Wp + k * ldw + 16, c.m1), k);
+    }
+    c.store(out, ldo);
+}
+
+// See DotTile in isa.h: vdpbf16ps multiplies BF16 pairs exactly and accumulates in f32, twice the FMA rate.
+template <int MR>
+PL_TARGET_BF16 void micro_tile_dot(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* Wp,
+                                   int64_t pc, int64_t nr, bool accumulate) {
+    OutTile<MR> c(out, ldo, nr, accumulate);
+    for (int64_t p = 0; p < pc; ++p) {
+        const __m512bh w0 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR);
+        const __m512bh w1 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR + 16);
+        for (int i = 0; i < MR; ++i) {
+            const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x[i * ldx + p]));
+            c.acc0[i] = _mm512_dpbf16_ps(c.acc0[i], xb, w0);
+            c.acc1[i] = _mm512_dpbf16_ps(c.acc1[i], xb, w1);
+        }
+    }
+    c.store(out, ldo);
+}
+
+// x [K] rounded to nearest-even BF16 (vcvtne2ps2bf16: denormals read as zero), as pairs; an odd K pads a 0.
+PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_t K) {
+    uint16_t* dst = reinterpret_cast<uint16_t*>(dst_words);
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32)
+        _mm512_storeu_si512(dst + k, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + k + 16), _mm512_loadu_ps(x + k)));
+    for (; k < K; k += 16) {
+        const __mmask16 m = mask_of(K - k);
+        _mm256_mask_storeu_epi16(dst + k, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k)));
+    }
+    if (K % 2) dst[K] = 0;
+}
+
+template <class T>
+void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
+    const int64_t Ks = Pairs<T>::value ? (K + 1) / 2 * 2 : K;
+    for (int64_t p = p0; p < p1; ++p) {
+        const T* P = W + p * kNR * Ks;
+        const int64_t nr = N - p * kNR < kNR ? N - p * kNR : kNR;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+        if constexpr (Pairs<T>::value) {
+            const uint32_t* w = reinterpret_cast<const uint32_t*>(P);
+            int64_t k = 0;
+            for (; k + 2 <= K; k += 2, w += kNR) {
+                const __m512i v0 = _mm512_loadu_si512(w), v1 = _mm512_loadu_si512(w + 16);
+                const __m512 xe = _mm512_set1_ps(x[k]), xo = _mm512_set1_ps(x[k + 1]);
+                a0 = _mm512_fmadd_ps(xe, bf16_even(v0), a0);
+                a1 = _mm512_fmadd_ps(xe, bf16_even(v1), a1);
+                a0 = _mm512_fmadd_ps(xo, bf16_odd(v0), a0);
+                a1 = _mm512_fmadd_ps(xo, bf16_odd(v1), a1);
+            }
+            if (k < K) {
+                const __m512 xe = _mm512_set1_ps(x[k]);
+                a0 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w)), a0);
+                a1 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w + 16)), a1);
+            }
+        } else {
+            for (int64_t k = 0; k < K; ++k) {
+                const __m512 xb = _mm512_set1_ps(x[k]);
+                a0 = _mm512_fmadd_ps(xb, load16(P + k * kNR), a0);
+                a1 = _mm512_fmadd_ps(xb, load16(P + k * kNR + 16), a1);
+            }
+        }
+        float* o = out + p * kNR;
+        _mm512_mask_storeu_ps(o, mask_of(nr), a0);
+        if (nr > 16) _mm512_mask_storeu_ps(o + 16, mask_of(nr - 16), a1);
+    }
+}
+
+// r[i] = row i of a 16x16 block  ->  r[i] = column i.
+inline void transpose16x16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; ++i) {
+            t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xDD);
+        }
+    for (int i = 0; i < 8; ++i) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+    }
+}
+
+// 16 elements of 32 or 16 bits as the bits of 16 32-bit lanes, and back: moved, never converted.
+inline __m512 load_bits(const uint32_t* p, __mmask16 m) { return _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(m, p)); }
+inline __m512 load_bits(const uint16_t* p, __mmask16 m) {
+    return _mm512_castsi512_ps(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)));
+}
+inline void store_bits(uint32_t* p, __m512 v) { _mm512_storeu_si512(p, _mm512_castps_si512(v)); }
+inline void store_bits(uint16_t* p, __m512 v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(_mm512_castps_si512(v)));
+}
+
+// 16x16 blocks transposed in registers, a partial last block of k read masked.
+template <class E>
+void pack_block(E* Wp, const E* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
+    for (int64_t j0 = 0; j0 < kNR; j0 += 16) {
+        for (int64_t k = 0; k < kc; k += 16) {
+            const int64_t m = kc - k < 16 ? kc - k : 16;
+            const __mmask16 mask = tail_mask(m);
+            __m512 r[16];
+            for (int64_t i = 0; i < 16; ++i)
+                r[i] = j0 + i < nr ? load_bits(W + (n0 + j0 + i) * K + k0 + k, mask) : _mm512_setzero_ps();
+            transpose16x16(r);
+            for (int64_t i = 0; i < m; ++i) store_bits(Wp + (k + i) * kNR + j0, r[i]);
+        }
+    }
+}
+
+template <class T>
+void widen(float* out, const T* src, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, load16(src + i));
+    if (i < n) _mm512_mask_storeu_ps(out + i, tail_mask(n - i), load16(src + i, tail_mask(n - i)));
+}
+
+void widen_bf16_pairs(float* out, const BF16* P, int64_t kc) {
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(P);
+    for (int64_t k = 0; k < kc; k += 2, w += kNR)
+        for (int64_t j = 0; j < kNR; j += 16) {
+            const __m512i v = _mm512_loadu_si512(w + j);
+            _mm512_storeu_ps(out + k * kNR + j, bf16_even(v));
+            _mm512_storeu_ps(out + (k + 1) * kNR + j, bf16_odd(v));  // out has room for an odd kc's pad row
+        }
+}
+
+// Four independent accumulators, so the adds' latency does not limit the loads.
+float sum_stream(const float* p, int64_t n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < n; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    }
+    alignas(64) float lanes[16];  // (GCC 12's _mm512_reduce_add_ps warns of an uninitialised temporary)
+    _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    float s = 0.0f;
+    for (float v : lanes) s += v;
+    return s;
+}
+
+#define PL_TILES(f, E) \
+    { nullptr, f<1, E>, f<2, E>, f<3, E>, f<4, E>, f<5, E>, f<6, E>, f<7, E>, f<8, E> }
+
+// Direct reads of 16-bit panels, measured against widening a block first ([N, 2048] x [T, 2048] on Zen 4, direct /
+// widened time): F16 0.37-0.73 for T 2-16, 0.88-0.98 for T 32-48, 1.06-1.14 for T 96-128 (so tiles up to 48 rows);
+// BF16 pairs 0.25 (T 2) to 0.91-0.97 (T 128) (always direct).
+constexpr Kernels kTable = {
+    "avx512",
+    PL_TILES(micro_tile, float),
+    PL_TILES(micro_tile, F16),
+    PL_TILES(micro_tile, BF16),
+    48,
+    INT64_MAX,
+    {},
+    nullptr,
+    matvec<float>,
+    matvec<F16>,
+    matvec<BF16>,
+    pack_block<uint32_t>,
+    pack_block<uint16_t>,
+    widen<F16>,
+    widen<BF16>,
+    widen_bf16_pairs,
+    sum_squares,
+    scale_mul,
+    softmax,
+    silu_mul,
+    add,
+    rope_rotate_half,
+    sum_stream,
+};
+
+constexpr Kernels with_bf16_dot(Kernels k) {
+    k.name = "avx512_bf16";
+    const DotTile dot[kMRMax + 1] = {nullptr,           micro_tile_dot<1>, micro_tile_dot<2>,
+                                     micro_tile_dot<3>, micro_tile_dot<4>, micro_tile_dot<5>,
+                                     micro_tile_dot<6>, micro_tile_dot<7>, micro_tile_dot<8>};
+    for (int i = 0; i <= kMRMax; ++i) k.tile_bf16_dot[i] = dot[i];
+    k.round_bf16_pairs = round_bf16_pairs;
+    return k;
+}
+
+// constexpr: a table built at run time would run AVX-512 code at start-up, on any CPU.
+constexpr Kernels kTableBf16 = with_bf16_dot(kTable);
+
+}  // namespace
+
+const Kernels& avx512_kernels() { return kTable; }
+const Kernels& avx512_bf16_kernels() { return kTableBf16; }
+
+}  // namespace plainllama::isa

@@ -1,0 +1,103 @@
+// The per-instruction-set micro-kernels behind kernels.h (private to src/kernels/).
+//
+// Each ISA file (scalar.cpp, avx2.cpp, avx512.cpp) is compiled with its own target flags and fills one table of
+// function pointers; dispatch.cpp picks the best table this CPU runs, once, and the code that cuts work into tiles,
+// spreads it over threads and dispatches on the weight type (matmul.cpp, pack.cpp, vector.cpp) is written once,
+// with no intrinsics, over whatever table is active.
+//
+// The ISA files define everything in an anonymous namespace and use nothing from the standard library or our
+// headers that could be emitted out of line: a weak (COMDAT) copy of an inline function compiled for AVX-512 could
+// be the one the linker keeps for every caller, and crash a CPU without it. py.test_isa_objects checks their
+// symbols.
+//
+// Layouts (see PackedMatrix in kernels.h): a packed panel holds kNR rows of W k-major, [K][kNR] (F32, F16), or BF16
+// pairs [ceil(K/2)][kNR][2]. Every product sums each output as one chain of fused multiply-adds over k in order
+// (the scalar table: multiply then add), lanes along the outputs, so a result does not depend on T, the tile or
+// the thread that computed it.
+#pragma once
+#include <cstdint>
+
+namespace plainllama::isa {
+
+constexpr int64_t kNR = 32;  // panel width (= kPanel)
+constexpr int kMRMax = 8;    // register tiles of 1 .. kMRMax token rows
+
+// Typed views of 16-bit storage.
+struct F16 {
+    uint16_t bits;
+};
+struct BF16 {
+    uint16_t bits;
+};
+// Pairs<T>::value: a packed panel of T holds pairs (k, k+1) per 32-bit word (BF16, for vdpbf16ps).
+template <class T>
+struct Pairs {
+    static constexpr bool value = false;
+};
+template <>
+struct Pairs<BF16> {
+    static constexpr bool value = true;
+};
+
+// out[i, j] (+)= sum_{k < kc} x[i * ldx + k] * W[k, j]   for i < MR, j < nr <= kNR, W[k, j] at Wp[k * ldw + j]:
+// f32 with any ldw (a panel, a widened block, a row-major B: a partial row-major block is read masked), or a
+// packed 16-bit panel (ldw == kNR; BF16 as pairs) read straight and widened in registers. A panel is read whole
+// past nr: each column is its own lane and only the first nr are stored.
+template <class E>
+using MicroTile = void (*)(float* out, int64_t ldo, const float* x, int64_t ldx, const E* Wp, int64_t ldw, int64_t kc,
+                           int64_t nr, bool accumulate);
+// The same with vdpbf16ps: x as BF16 pairs [MR][ldx] (k, k+1 in one word), Wp BF16 pairs [pc][kNR].
+using DotTile = void (*)(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* Wp, int64_t pc,
+                         int64_t nr, bool accumulate);
+// Decode: out[kNR p .. kNR p + kNR - 1] = W x for panels p0 .. p1-1 of a packed W [N, K].
+template <class E>
+using Matvec = void (*)(float* out, const float* x, const E* W, int64_t N, int64_t K, int64_t p0, int64_t p1);
+
+struct Kernels {
+    const char* name;
+
+    MicroTile<float> tile_f32[kMRMax + 1];  // indexed by MR ([0] unused)
+    // Prefill tiles of at most *_direct_rows rows read a 16-bit panel straight; taller ones (or every tile when
+    // the table has none) widen each panel block into an f32 buffer first.
+    MicroTile<F16> tile_f16[kMRMax + 1];
+    MicroTile<BF16> tile_bf16[kMRMax + 1];
+    int64_t f16_direct_rows, bf16_direct_rows;
+    // BF16 weights, prefill unless exact: x rounded to BF16 pairs and vdpbf16ps; null without AVX512_BF16.
+    DotTile tile_bf16_dot[kMRMax + 1];
+    void (*round_bf16_pairs)(uint32_t* dst, const float* x, int64_t K);  // [ceil(K/2)] words; odd K pads 0
+
+    Matvec<float> matvec_f32;
+    Matvec<F16> matvec_f16;
+    Matvec<BF16> matvec_bf16;
+
+    // Rows n0 .. n0+nr-1 (nr <= kNR), columns k0 .. k0+kc-1 of a row-major [*, K] matrix of 32- or 16-bit
+    // elements, transposed into Wp [kc][kNR]; rows past nr are zero. Bits are moved, never converted.
+    void (*pack_block32)(uint32_t* Wp, const uint32_t* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc);
+    void (*pack_block16)(uint16_t* Wp, const uint16_t* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc);
+
+    void (*widen_f16)(float* out, const F16* src, int64_t n);    // out[i] = float(src[i]), exact
+    void (*widen_bf16)(float* out, const BF16* src, int64_t n);  // out[i] = float(src[i]), exact
+    // A BF16 panel block of kc k (pairs, starting at an even k) as f32 [kc][kNR]; out has room for an even kc.
+    void (*widen_bf16_pairs)(float* out, const BF16* P, int64_t kc);
+
+    // Element-wise, over one row or one thread's share (the callers split the work over threads).
+    double (*sum_squares)(const float* x, int64_t n);                                 // in double
+    void (*scale_mul)(float* y, const float* x, float s, const float* w, int64_t n);  // y = x * s * w
+    void (*softmax)(float* x, int64_t n, float scale);
+    void (*silu_mul)(float* g, const float* u, int64_t n);
+    void (*add)(float* y, const float* x, int64_t n);
+    void (*rope_rotate_half)(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin);
+    // sum(p[0 .. n)) with streaming loads, for the bandwidth test: p 64-byte aligned, n a multiple of 64.
+    float (*sum_stream)(const float* p, int64_t n);
+};
+
+// The tables of the ISA files; the AVX ones only for a CPU that runs them (see dispatch.cpp).
+const Kernels& scalar_kernels();
+const Kernels& avx2_kernels();         // AVX2 + FMA + F16C (x86-64-v3)
+const Kernels& avx512_kernels();       // AVX-512 F, BW, CD, DQ, VL (x86-64-v4)
+const Kernels& avx512_bf16_kernels();  // the same with AVX512_BF16's vdpbf16ps for BF16 prefill
+
+// The table in use (chosen at the first call: PLAINLLAMA_KERNELS, else the best this CPU supports).
+const Kernels& active();
+
+}  // namespace plainllama::isa

@@ -1,0 +1,234 @@
+// matmul on packed weights and the row-major products of attention: the tiling, the threading and the dispatch on
+// the weight type, written once over the active ISA table (isa.h), which supplies the register tiles.
+//
+// Every product sums each output as one chain of multiply-adds over k = 0 .. K-1, in order: register tiles hold
+// up to kMRMax tokens x kNR outputs, lanes run along the outputs, and K is cut into kKC blocks whose partial sums go
+// through `out` unchanged (an f32 store and load). So an output depends only on its own row of x and column of W,
+// whatever T, the tile it lands in or the thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "isa.h"
+#include "plainllama/kernels/kernels.h"
+
+namespace plainllama {
+namespace {
+
+using isa::BF16;
+using isa::F16;
+using isa::Kernels;
+using isa::kMRMax;
+using isa::kNR;
+using isa::MicroTile;
+static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
+
+// kKC: K blocks of 2048 measured faster than 256..1024 (F32 GEMM 222 vs 197 GFLOP/s at 256 on Zen 4): a panel
+// block [kKC][kNR] f32 (256 KiB) lives in L2, and fewer blocks mean fewer passes over the output tile.
+constexpr int64_t kMR = 6, kKC = 2048;
+static_assert(kKC % 2 == 0, "BF16 pairs must not straddle K blocks");
+
+// A per-thread buffer of at least n floats, 64-byte aligned, kept between calls.
+float* thread_buffer(size_t n) {
+    static thread_local std::vector<float> buf;
+    if (buf.size() < n + 16) buf.resize(n + 16);
+    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
+}
+
+int64_t n_panels(int64_t N) { return (N + kPanel - 1) / kPanel; }
+// Stored k extent of a packed panel: BF16 pairs round K up to even.
+template <class T>
+int64_t stored_k(int64_t K) {
+    return isa::Pairs<T>::value ? (K + 1) / 2 * 2 : K;
+}
+
+// f(t, mr) for register tiles of rows t .. t+mr-1 covering t0 .. t1-1: kMR rows at a time, the last kMR + r
+// (0 < r < kMR) as one tile of 7-8 rows or two of 4-6, never a thin 1-3 row tile (per row, a 4-row tile measured
+// 1.5x the cost of a 6-row one; 8 rows cost about what 6 do).
+template <class F>
+void for_each_row_tile(int64_t t0, int64_t t1, F&& f) {
+    for (int64_t t = t0; t < t1;) {
+        const int64_t left = t1 - t, mr = left >= 2 * kMR ? kMR : left > kMRMax ? left - left / 2 : left;
+        f(t, int(mr));
+        t += mr;
+    }
+}
+
+// out[t0 .. t1-1, n0 .. n0+nr-1] of out [T, N] for one K block [k0, k0 + kc): Wp [kc][ldw] holds W's block k-major.
+template <class E>
+void tile_rows(const MicroTile<E>* tiles, float* out, int64_t N, const float* x, int64_t ldx, const E* Wp, int64_t ldw,
+               int64_t t0, int64_t t1, int64_t n0, int64_t nr, int64_t k0, int64_t kc) {
+    for_each_row_tile(t0, t1, [&](int64_t t, int mr) {
+        tiles[mr](out + t * N + n0, N, x + t * ldx + k0, ldx, Wp, ldw, kc, nr, k0 > 0);
+    });
+}
+
+// tile(t0, t1, n0, nr) for every (token chunk, block of kNR outputs) of out [T, N], over the threads.
+// Tokens are split too when there are few output blocks, so every thread has work.
+template <class Tile>
+void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
+    const int64_t n_blocks = (N + kNR - 1) / kNR, threads = omp_get_max_threads();
+    int64_t t_chunks = std::max<int64_t>(1, std::min<int64_t>((T_ + 47) / 48, (4 * threads + n_blocks - 1) / n_blocks));
+    int64_t t_step = (T_ + t_chunks - 1) / t_chunks;
+    t_step = (t_step + kMR - 1) / kMR * kMR;
+    t_chunks = (T_ + t_step - 1) / t_step;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (T_ * N * K >= kParallelWork)
+    for (int64_t nb = 0; nb < n_blocks; ++nb)
+        for (int64_t tc = 0; tc < t_chunks; ++tc)
+            tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
+}
+
+void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, int64_t p0, int64_t p1) {
+    const PackedMatrix& W = *j.W;
+    switch (W.dtype) {
+        case DType::F32:
+            return ks.matvec_f32(j.out, x, static_cast<const float*>(W.data), W.N, W.K, p0, p1);
+        case DType::F16:
+            return ks.matvec_f16(j.out, x, static_cast<const F16*>(W.data), W.N, W.K, p0, p1);
+        case DType::BF16:
+            return ks.matvec_bf16(j.out, x, static_cast<const BF16*>(W.data), W.N, W.K, p0, p1);
+    }
+}
+
+// Decode: out_i = W_i x for every job, in one parallel region: the panels of all jobs, end to end, are cut into
+// one contiguous range per thread, so each thread streams its share of the weights once.
+void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
+    int64_t panels = 0;
+    for (int i = 0; i < n_jobs; ++i) panels += n_panels(jobs[i].W->N);
+#pragma omp parallel if (panels * kPanel * K >= kParallelWork)
+    {
+        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        const int64_t g0 = panels * id / nt, g1 = panels * (id + 1) / nt;
+        int64_t base = 0;
+        for (int i = 0; i < n_jobs; ++i) {
+            const int64_t np = n_panels(jobs[i].W->N), lo = std::max(g0, base), hi = std::min(g1, base + np);
+            if (lo < hi) matvec_panels(ks, jobs[i], x, lo - base, hi - base);
+            base += np;
+        }
+    }
+}
+
+// The table's direct tiles for 16-bit panels of T, and the tallest tile they take (0: always widen).
+const MicroTile<F16>* direct_tiles(const Kernels& ks, const F16*) { return ks.tile_f16; }
+const MicroTile<BF16>* direct_tiles(const Kernels& ks, const BF16*) { return ks.tile_bf16; }
+int64_t direct_rows(const Kernels& ks, const F16*) { return ks.tile_f16[1] ? ks.f16_direct_rows : 0; }
+int64_t direct_rows(const Kernels& ks, const BF16*) { return ks.tile_bf16[1] ? ks.bf16_direct_rows : 0; }
+
+// A panel block [k0, k0 + kc) of packed panel P as f32 [kc][kNR] in buf (16-bit values widen exactly).
+void widen_block(const Kernels& ks, float* buf, const F16* P, int64_t k0, int64_t kc) {
+    ks.widen_f16(buf, P + k0 * kNR, kc * kNR);
+}
+void widen_block(const Kernels& ks, float* buf, const BF16* P, int64_t k0, int64_t kc) {  // k0 even
+    ks.widen_bf16_pairs(buf, P + k0 * kNR, kc);
+}
+
+// Prefill, one tile: out[t0 .. t1-1, n0 .. n0+nr-1] of out [T, N] = x W^T from panel n0 / kPanel, a K block at a
+// time as f32: F32 from the panel itself; F16 and BF16 read straight (a tile of at most direct_rows rows: few rows
+// cannot repay widening a block) or widened into a per-thread buffer first.
+template <class T>
+void gemm_tile(const Kernels& ks, float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t t0, int64_t t1,
+               int64_t n0, int64_t nr) {
+    const T* P = W + n0 * stored_k<T>(K);
+    for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+        const int64_t kc = std::min(kKC, K - k0);
+        if constexpr (std::is_same_v<T, float>) {
+            tile_rows(ks.tile_f32, out, N, x, K, P + k0 * kNR, kNR, t0, t1, n0, nr, k0, kc);
+        } else if (t1 - t0 <= direct_rows(ks, P)) {
+            tile_rows(direct_tiles(ks, P), out, N, x, K, P + k0 * kNR, kNR, t0, t1, n0, nr, k0, kc);
+        } else {
+            float* buf = thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
+            widen_block(ks, buf, P, k0, kc);
+            tile_rows(ks.tile_f32, out, N, x, K, static_cast<const float*>(buf), kNR, t0, t1, n0, nr, k0, kc);
+        }
+    }
+}
+
+// x [T, K] rounded to BF16 pairs [T, ceil(K/2)], in a per-thread buffer.
+const uint32_t* bf16_pairs(const Kernels& ks, const float* x, int64_t T_, int64_t K) {
+    const int64_t Kp = (K + 1) / 2;
+    static thread_local std::vector<uint32_t> xb;
+    if (xb.size() < size_t(T_ * Kp)) xb.resize(size_t(T_ * Kp));
+    for (int64_t t = 0; t < T_; ++t) ks.round_bf16_pairs(xb.data() + t * Kp, x + t * K, K);
+    return xb.data();
+}
+
+// BF16 weights in prefill unless exact: x rounded to BF16 (as llama.cpp does for BF16 weights) and vdpbf16ps,
+// which multiplies pairs exactly and accumulates in f32, at twice the FMA rate. One tile as gemm_tile, with
+// xb = bf16_pairs(x); the panels already hold the pairs, [K/2][kNR] words.
+void gemm_tile_bf16_dot(const Kernels& ks, float* out, const uint32_t* xb, const BF16* W, int64_t N, int64_t K,
+                        int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
+    constexpr int64_t kKCP = kKC / 2;  // k pairs per block
+    const int64_t Kp = (K + 1) / 2;
+    const uint32_t* P = reinterpret_cast<const uint32_t*>(W) + n0 * Kp;  // [Kp][kNR] pairs
+    for (int64_t p0 = 0; p0 < Kp; p0 += kKCP) {
+        const int64_t pc = std::min(kKCP, Kp - p0);
+        for_each_row_tile(t0, t1, [&](int64_t t, int mr) {
+            ks.tile_bf16_dot[mr](out + t * N + n0, N, xb + t * Kp + p0, Kp, P + p0 * kNR, pc, nr, p0 > 0);
+        });
+    }
+}
+
+// Prefill for several products of the same x [T, K]: one tile space over the panels of all jobs, so one
+// parallel region (one barrier, and no thread idle at the end of each matrix).
+void gemm_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, bool exact) {
+    const int64_t K = jobs[0].W->K;
+    const bool dot = !exact && ks.tile_bf16_dot[1];
+    std::vector<int64_t> first(size_t(n_jobs) + 1, 0);  // first[i]: job i's first panel in the joint space
+    bool any_bf16 = false;
+    for (int i = 0; i < n_jobs; ++i) {
+        first[size_t(i) + 1] = first[size_t(i)] + n_panels(jobs[i].W->N);
+        any_bf16 = any_bf16 || jobs[i].W->dtype == DType::BF16;
+    }
+    const uint32_t* xb = dot && any_bf16 ? bf16_pairs(ks, x, T_, K) : nullptr;
+    for_each_tile(T_, first.back() * kNR, K, [&](int64_t t0, int64_t t1, int64_t g0, int64_t) {
+        const int64_t gp = g0 / kNR;
+        int i = 0;
+        while (gp >= first[size_t(i) + 1]) ++i;
+        const PackedMatrix& W = *jobs[i].W;
+        const int64_t n0 = (gp - first[size_t(i)]) * kNR, nr = std::min(kNR, W.N - n0);
+        float* out = jobs[i].out;
+        switch (W.dtype) {
+            case DType::F32:
+                return gemm_tile(ks, out, x, static_cast<const float*>(W.data), W.N, K, t0, t1, n0, nr);
+            case DType::F16:
+                return gemm_tile(ks, out, x, static_cast<const F16*>(W.data), W.N, K, t0, t1, n0, nr);
+            case DType::BF16:
+                if (xb)
+                    return gemm_tile_bf16_dot(ks, out, xb, static_cast<const BF16*>(W.data), W.N, K, t0, t1, n0, nr);
+                return gemm_tile(ks, out, x, static_cast<const BF16*>(W.data), W.N, K, t0, t1, n0, nr);
+        }
+    });
+}
+
+}  // namespace
+
+void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact) {
+    const MatmulJob job{out, &W};
+    matmul_many(&job, 1, x, T, exact);
+}
+
+void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact) {
+    if (T < 1 || n_jobs < 1) return;
+    const Kernels& ks = isa::active();
+    if (T == 1) return matvec_many(ks, jobs, n_jobs, x, jobs[0].W->K);
+    gemm_many(ks, jobs, n_jobs, x, T, exact);
+}
+
+void matmul_nn(float* out, const float* x, int64_t ldx, const float* B, int64_t T, int64_t N, int64_t K) {
+    if (T < 1 || N < 1) return;
+    const Kernels& ks = isa::active();
+    for_each_tile(T, N, K, [&](int64_t t0, int64_t t1, int64_t n0, int64_t nr) {
+        for (int64_t k0 = 0; k0 < K; k0 += kKC)
+            tile_rows(ks.tile_f32, out, N, x, ldx, B + k0 * N + n0, N, t0, t1, n0, nr, k0, std::min(kKC, K - k0));
+    });
+}
+
+void gemv_acc(float* y, const float* x, const float* B, int64_t K, int64_t N) {
+    if (K < 1) return;
+    const Kernels& ks = isa::active();
+    for (int64_t n0 = 0; n0 < N; n0 += kNR) ks.tile_f32[1](y + n0, 0, x, 0, B + n0, N, K, std::min(kNR, N - n0), true);
+}
+
+}  // namespace plainllama

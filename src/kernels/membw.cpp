@@ -1,0 +1,83 @@
+#include "plainllama/kernels/membw.h"
+
+#include <omp.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "isa.h"
+#include "plainllama/sys/error.h"
+#include "plainllama/sys/sysinfo.h"
+
+namespace plainllama {
+
+namespace {
+
+constexpr size_t kBlock = 64;  // floats per step of sum_stream (256 bytes)
+
+// [begin, end) in floats of thread t's slice of n floats (n a multiple of kBlock).
+void slice(size_t n, int t, int nt, size_t* begin, size_t* end) {
+    const size_t blocks = n / kBlock;
+    *begin = blocks * size_t(t) / size_t(nt) * kBlock;
+    *end = blocks * size_t(t + 1) / size_t(nt) * kBlock;
+}
+
+struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+};
+
+volatile float g_sink;  // keeps the sums alive
+
+}  // namespace
+
+double measure_read_bandwidth_gbs(size_t bytes, int passes) {
+    if (bytes < 4096) throw Error("bandwidth test: buffer of " + std::to_string(bytes) + " bytes; expected >= 4096");
+    if (passes < 1) throw Error("bandwidth test: " + std::to_string(passes) + " passes; expected >= 1");
+    const isa::Kernels& ks = isa::active();
+    const size_t n = bytes / sizeof(float) / kBlock * kBlock;  // floats read per sweep
+    const size_t huge = size_t(1) << 21, alloc_bytes = (n * sizeof(float) + huge - 1) / huge * huge;
+    void* mem = nullptr;
+    if (::posix_memalign(&mem, huge, alloc_bytes) != 0)
+        throw Error("out of memory allocating the bandwidth test buffer (" + std::to_string(alloc_bytes >> 20) +
+                    " MiB)");
+    std::unique_ptr<float, FreeDeleter> buf(static_cast<float*>(mem));
+    ::madvise(mem, alloc_bytes, MADV_HUGEPAGE);  // as the packed weights: no TLB miss per 4 KiB page
+    float* p = buf.get();                        // [n]
+    const size_t min_bytes_per_pass = size_t(64) << 20;
+    const size_t sweeps = std::max<size_t>(1, (min_bytes_per_pass + n * sizeof(float) - 1) / (n * sizeof(float)));
+
+#pragma omp parallel
+    {
+        size_t b, e;
+        slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
+        for (size_t i = b; i < e; ++i) p[i] = float(i & 7) * 0.125f;
+    }
+
+    double best = 0.0;
+    float total = 0.0f;
+    for (int pass = 0; pass < passes; ++pass) {
+        const auto t0 = std::chrono::steady_clock::now();
+        float sum = 0.0f;
+#pragma omp parallel reduction(+ : sum)
+        {
+            size_t b, e;
+            slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
+            for (size_t s = 0; s < sweeps; ++s) sum += ks.sum_stream(p + b, int64_t(e - b));
+        }
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        total += sum;
+        if (secs > 0) best = std::max(best, double(n * sizeof(float)) * double(sweeps) / secs / 1e9);
+    }
+    g_sink = total;
+    return best;
+}
+
+size_t default_bandwidth_test_bytes() {
+    return std::clamp(8 * last_level_cache_bytes(), size_t(1) << 30, size_t(4) << 30);
+}
+
+}  // namespace plainllama

@@ -1,0 +1,74 @@
+// Packing weight matrices into panels (see PackedMatrix in kernels.h) and the store that holds them.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+
+#include "isa.h"
+#include "plainllama/kernels/kernels.h"
+
+namespace plainllama {
+namespace {
+
+int64_t n_panels(int64_t N) { return (N + kPanel - 1) / kPanel; }
+// Stored k extent of a packed panel: BF16 pairs round K up to even.
+int64_t stored_k(DType t, int64_t K) { return t == DType::BF16 ? (K + 1) / 2 * 2 : K; }
+
+// BF16 whose rows are not 32-bit aligned (odd K, or a tensor at an address = 2 mod 4): the pairs are
+// assembled one value at a time, W[kPanel p + j, k] at [k/2][j][k%2] of panel p.
+void pack_bf16_by_value(uint16_t* dst, const uint16_t* W, int64_t N, int64_t K) {
+    const int64_t Ks = stored_k(DType::BF16, K);
+    for (int64_t p = 0; p < n_panels(N); ++p)
+        for (int64_t j = 0; j < kPanel; ++j)
+            for (int64_t k = 0; k < Ks; ++k) {
+                const int64_t r = p * kPanel + j;
+                dst[p * kPanel * Ks + k / 2 * 2 * kPanel + j * 2 + k % 2] = r < N && k < K ? W[r * K + k] : 0;
+            }
+}
+
+}  // namespace
+
+size_t packed_bytes(DType t, int64_t N, int64_t K) {
+    return size_t(n_panels(N) * kPanel * stored_k(t, K)) * dtype_size(t);
+}
+
+void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K) {
+    if (t == DType::BF16 && (K % 2 || reinterpret_cast<uintptr_t>(W) % 4))
+        return pack_bf16_by_value(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(W), N, K);
+    // Per panel, a transpose of 32-bit words (F32 values, or BF16 pairs (k, k+1)) or of 16-bit F16 values.
+    const isa::Kernels& ks = isa::active();
+    const int64_t panels = n_panels(N);
+#pragma omp parallel for schedule(static) if (N * K >= kParallelWork)
+    for (int64_t p = 0; p < panels; ++p) {
+        const int64_t n0 = p * kPanel, nr = std::min(kPanel, N - n0);
+        if (t == DType::F16) {
+            ks.pack_block16(static_cast<uint16_t*>(dst) + n0 * K, static_cast<const uint16_t*>(W), K, n0, nr, 0, K);
+        } else {
+            const int64_t Kw = t == DType::BF16 ? K / 2 : K;
+            ks.pack_block32(static_cast<uint32_t*>(dst) + n0 * Kw, static_cast<const uint32_t*>(W), Kw, n0, nr, 0, Kw);
+        }
+    }
+}
+
+PackedWeights::PackedWeights(size_t capacity) : capacity_(capacity) {
+    const size_t huge = size_t(1) << 21, align = capacity >= huge ? huge : 64;
+    void* p = nullptr;
+    if (::posix_memalign(&p, align, std::max<size_t>(1, (capacity + align - 1) / align * align)) != 0)
+        throw std::bad_alloc();
+    if (capacity >= huge) ::madvise(p, (capacity + huge - 1) / huge * huge, MADV_HUGEPAGE);  // advice only
+    data_.reset(static_cast<char*>(p));
+}
+
+PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K) {
+    static_assert(kPanel * 2 % 64 == 0, "a packed matrix must keep the next one 64-byte aligned");
+    const size_t n = packed_bytes(t, N, K);  // a multiple of 64 (kPanel rows of 2 or 4 bytes): the next stays aligned
+    if (n > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
+    void* dst = data_.get() + used_;
+    used_ += n;
+    pack_matrix(dst, W, t, N, K);
+    return PackedMatrix{dst, t, N, K};
+}
+
+}  // namespace plainllama

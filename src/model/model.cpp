@@ -1,0 +1,224 @@
+#include "plainllama/model/model.h"
+
+#include <omp.h>
+#include <sys/sysinfo.h>
+
+#include <algorithm>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "plainllama/kernels/attention.h"
+#include "plainllama/kernels/kernels.h"
+#include "plainllama/model/rope.h"
+#include "plainllama/sys/error.h"
+
+namespace plainllama {
+
+ModelFiles open_model_files(const std::filesystem::path& dir, bool read_data) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+        throw Error(dir.string() + ": not a model directory (expected config.json, *.safetensors, tokenizer.model)");
+    ModelFiles f;
+    f.config = load_config(dir / "config.json");
+    f.checkpoint = std::make_unique<Checkpoint>(dir, read_data);
+    f.weights = bind_weights(*f.checkpoint, f.config, dir.string());
+    return f;
+}
+
+size_t weight_bytes(const LlamaConfig& c, const Checkpoint& ckpt) {
+    size_t n = 0;
+    for (const TensorSpec& s : llama_tensor_table(c)) n += ckpt.find(s.name)->nbytes;
+    return n;
+}
+
+Model::Model(const std::filesystem::path& dir, const Progress& progress) : dir_(dir) {
+    ModelFiles f = open_model_files(dir);
+    config_ = f.config;
+    checkpoint_ = std::move(f.checkpoint);
+    weights_ = std::move(f.weights);
+    pack_weights(progress);
+}
+
+void Model::pack_weights(const Progress& progress) {
+    std::vector<Weight*> matrices;
+    for (const TensorSpec& s : llama_tensor_table(config_))
+        if (s.matrix) matrices.push_back(&weight_of(weights_, s));
+    if (config_.tie_word_embeddings) matrices.push_back(&weights_.lm_head);  // packs the embedding's tensor
+
+    auto bytes = [](const Weight& w) { return size_t(w.rows * w.cols) * dtype_size(w.dtype); };
+    size_t done = 0, total = 0, capacity = 0;
+    for (const Weight* w : matrices) {
+        total += bytes(*w);
+        capacity += packed_bytes(w->dtype, w->rows, w->cols);
+    }
+    try {
+        packed_ = std::make_unique<PackedWeights>(capacity);
+    } catch (const std::bad_alloc&) {
+        throw Error("out of memory allocating the repacked weight matrices (" + std::to_string(capacity >> 20) +
+                    " MiB)");
+    }
+    for (Weight* w : matrices) {
+        w->packed = packed_->add(w->data, w->dtype, w->rows, w->cols);
+        checkpoint_->release(w->data, bytes(*w));
+        done += bytes(*w);
+        if (progress) progress(done, total);
+    }
+}
+
+namespace {
+
+template <class T>
+void alloc(std::vector<T>* v, size_t n, const char* what) {
+    try {
+        v->assign(n, T(0));
+    } catch (const std::bad_alloc&) {
+        throw Error(std::string("out of memory allocating the ") + what + " (" +
+                    std::to_string(n * sizeof(T) >> 20) + " MiB)");
+    } catch (const std::length_error&) {
+        throw Error(std::string("out of memory allocating the ") + what);
+    }
+}
+
+// RAM + swap in bytes, 0 when unknown.
+uint64_t memory_bytes() {
+    struct sysinfo si {};
+    if (::sysinfo(&si) != 0) return 0;
+    return (uint64_t(si.totalram) + uint64_t(si.totalswap)) * si.mem_unit;
+}
+
+// "4096.0 GiB"
+std::string gib(uint64_t bytes) {
+    return std::to_string(bytes >> 30) + "." + std::to_string((bytes >> 20 & 1023) * 10 / 1024) + " GiB";
+}
+
+}  // namespace
+
+Context::Context(const Model& model, ContextParams p) : model_(model) {
+    const LlamaConfig& c = model.config();
+    n_ctx_ = p.n_ctx == 0 ? c.max_position_embeddings : p.n_ctx;
+    if (n_ctx_ < 1 || n_ctx_ > c.max_position_embeddings)
+        throw UsageError("context size " + std::to_string(n_ctx_) + " must be in [1, " +
+                         std::to_string(c.max_position_embeddings) + "] (max_position_embeddings)");
+    if (p.n_batch < 1) throw UsageError("batch size must be at least 1");
+    n_batch_ = std::min(p.n_batch, n_ctx_);
+    exact_ = p.exact;
+    const size_t kv = size_t(c.num_key_value_heads * c.head_dim), qd = size_t(c.num_attention_heads * c.head_dim);
+    const size_t kv_elems = size_t(c.num_hidden_layers) * kv * size_t(n_ctx_);
+    const size_t k_elems = size_t(c.num_hidden_layers) * kv * size_t(key_cache_positions(n_ctx_));  // whole panels
+    // Checked before allocating: with overcommit a too-large cache "succeeds" and the process is killed when
+    // the zero fill touches it.
+    const uint64_t kv_bytes = uint64_t(k_elems + kv_elems) * sizeof(float), mem = memory_bytes();  // <= 2^59
+    if (mem > 0 && kv_bytes > mem)
+        throw Error("the KV cache needs " + gib(kv_bytes) + " (2 x " + std::to_string(c.num_hidden_layers) +
+                    " layers x " + std::to_string(n_ctx_) + " positions x " + std::to_string(kv) +
+                    " x 4 bytes) but this machine has " + gib(mem) + " of RAM + swap; lower -c/--ctx-size");
+    alloc(&k_cache_, k_elems, "KV cache");
+    alloc(&v_cache_, kv_elems, "KV cache");
+    rope_tables(rope_inv_freq(c), n_ctx_, &rope_cos_, &rope_sin_);
+    const size_t B = size_t(n_batch_), H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
+    alloc(&x_, B * H, "activations");
+    alloc(&xn_, B * H, "activations");
+    alloc(&q_, B * qd, "activations");
+    alloc(&k_, B * kv, "activations");
+    alloc(&v_, B * kv, "activations");
+    alloc(&att_, B * qd, "activations");
+    alloc(&gate_, B * F, "activations");
+    alloc(&up_, B * F, "activations");
+    alloc(&proj_, B * H, "activations");
+    alloc(&logits_, size_t(c.vocab_size), "logits");
+}
+
+void Context::truncate(int64_t n) {
+    if (n < 0 || n > n_past_) throw Error("cannot truncate the context to " + std::to_string(n) + " tokens");
+    n_past_ = n;
+}
+
+const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits, const Abort& abort) {
+    const LlamaConfig& c = model_.config();
+    if (n < 1) throw Error("nothing to evaluate (0 tokens)");
+    if (n_past_ + n > n_ctx_)
+        throw Error(std::to_string(n_past_ + n) + " tokens do not fit the context of " + std::to_string(n_ctx_) +
+                    " tokens");
+    for (int64_t i = 0; i < n; ++i)
+        if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+            throw Error("token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
+                        std::to_string(c.vocab_size) + ")");
+    const size_t V = size_t(c.vocab_size);
+    if (all_logits && logits_.size() < size_t(n) * V) alloc(&logits_, size_t(n) * V, "logits");
+    const size_t scratch = size_t(omp_get_max_threads()) *
+                           size_t(attention_scratch_per_thread(std::min(n, n_batch_),
+                                                               c.num_attention_heads / c.num_key_value_heads, n_ctx_,
+                                                               c.head_dim));
+    if (scratch_.size() < scratch) alloc(&scratch_, scratch, "attention scratch");
+    for (int64_t i = 0; i < n; i += n_batch_) {
+        const int64_t T = std::min(n_batch_, n - i);
+        const bool last = i + T == n;
+        float* logits = all_logits ? logits_.data() + size_t(i) * V : last ? logits_.data() : nullptr;
+        if (!forward_batch(tokens + i, T, all_logits, logits, abort)) return nullptr;
+    }
+    return logits_.data();
+}
+
+// One pass over T <= n_batch tokens at positions n_past_ ...; logits for every token when all_logits,
+// else only for the last (when logits is not null). Each block reads like the math:
+//   h = x + attn(input_layernorm(x));  x = h + mlp(post_attention_layernorm(h)).
+bool Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits, const Abort& abort) {
+    const LlamaConfig& c = model_.config();
+    const ModelWeights& w = model_.weights();
+    const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
+    const int64_t qd = nh * hd, kvd = nkv * hd, F = c.intermediate_size, half = hd / 2;
+    const float eps = float(c.rms_norm_eps);
+    const int64_t pos0 = n_past_;
+
+    for (int64_t t = 0; t < T; ++t)
+        convert_to_f32(&x_[size_t(t * H)],
+                       static_cast<const uint8_t*>(w.embed_tokens.data) + tokens[t] * H * int64_t(dtype_size(w.embed_tokens.dtype)),
+                       w.embed_tokens.dtype, H);
+
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        if (abort && abort()) return false;  // this batch's K/V rows written so far are past n_past_: unused
+        const LayerWeights& L = w.layers[size_t(l)];
+        float* Kc = &k_cache_[size_t(l * kvd * key_cache_positions(n_ctx_))];  // key panels, see attention.h
+        float* Vc = &v_cache_[size_t(l * kvd * n_ctx_)];                       // [nkv, n_ctx, hd]
+
+        // Attention.
+        rmsnorm(xn_.data(), x_.data(), DType::F32, L.input_layernorm.data, L.input_layernorm.dtype, T, H, eps);
+        const MatmulJob qkv[3] = {{q_.data(), &L.q_proj.packed}, {k_.data(), &L.k_proj.packed},
+                                  {v_.data(), &L.v_proj.packed}};
+        matmul_many(qkv, 3, xn_.data(), T, exact_);
+#pragma omp parallel for schedule(static) if (T * (qd + kvd) >= kParallelWork)
+        for (int64_t t = 0; t < T; ++t) {
+            const float* cs = &rope_cos_[size_t((pos0 + t) * half)];
+            const float* sn = &rope_sin_[size_t((pos0 + t) * half)];
+            rope_rotate_half(&q_[size_t(t * qd)], nh, hd, cs, sn);
+            rope_rotate_half(&k_[size_t(t * kvd)], nkv, hd, cs, sn);
+            for (int64_t g = 0; g < nkv; ++g) {
+                const size_t src = size_t(t * kvd + g * hd);
+                store_key(Kc, &k_[src], g, pos0 + t, hd, n_ctx_);
+                std::copy_n(&v_[src], hd, Vc + size_t((g * n_ctx_ + pos0 + t) * hd));
+            }
+        }
+        attention(att_.data(), q_.data(), Kc, Vc, T, pos0, nh, nkv, hd, n_ctx_, scratch_.data());
+        matmul(proj_.data(), att_.data(), L.o_proj.packed, T, exact_);
+        add_inplace(x_.data(), proj_.data(), T * H);
+
+        // SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
+        rmsnorm(xn_.data(), x_.data(), DType::F32, L.post_attention_layernorm.data, L.post_attention_layernorm.dtype,
+                T, H, eps);
+        const MatmulJob gate_up[2] = {{gate_.data(), &L.gate_proj.packed}, {up_.data(), &L.up_proj.packed}};
+        matmul_many(gate_up, 2, xn_.data(), T, exact_);
+        silu_mul(gate_.data(), up_.data(), T * F);
+        matmul(proj_.data(), gate_.data(), L.down_proj.packed, T, exact_);
+        add_inplace(x_.data(), proj_.data(), T * H);
+    }
+    n_past_ += T;
+
+    if (!logits) return true;
+    const int64_t first = all_logits ? 0 : T - 1, rows = T - first;
+    rmsnorm(xn_.data(), &x_[size_t(first * H)], DType::F32, w.norm.data, w.norm.dtype, rows, H, eps);
+    matmul(logits, xn_.data(), w.lm_head.packed, rows, exact_);
+    return true;
+}
+
+}  // namespace plainllama

@@ -1,0 +1,284 @@
+#include "plainllama/io/file.h"
+#include "plainllama/run/chat_template.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "plainllama/sys/error.h"
+
+namespace plainllama {
+
+namespace {
+
+// Python's str.strip() for ASCII whitespace.
+std::string strip(const std::string& s) {
+    const char* ws = " \t\n\r\f\v";
+    const size_t b = s.find_first_not_of(ws);
+    if (b == std::string::npos) return "";
+    return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+bool contains(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
+
+// A token field of tokenizer_config.json: "<s>" or {"content": "<s>", ...}.
+std::string token_field(const nlohmann::json& j, const char* key, const std::string& fallback) {
+    if (!j.contains(key)) return fallback;
+    const auto& v = j[key];
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+    return fallback;
+}
+
+}  // namespace
+
+const char* role_name(Role r) { return r == Role::user ? "user" : "assistant"; }
+
+void check_roles(const std::vector<ChatMessage>& messages, const std::string& what) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const Role want = i % 2 == 0 ? Role::user : Role::assistant;
+        if (messages[i].role != want)
+            throw Error(what + ": message " + std::to_string(i + 1) + ": role is \"" + role_name(messages[i].role) +
+                        "\", expected \"" + role_name(want) + "\" (roles alternate user, assistant, ...)");
+    }
+}
+
+const char* template_name(TemplateKind k) {
+    switch (k) {
+        case TemplateKind::raw:
+            return "raw";
+        case TemplateKind::llama2:
+            return "llama2";
+        case TemplateKind::zephyr:
+            return "zephyr";
+        case TemplateKind::chatml:
+            return "chatml";
+    }
+    return "?";
+}
+
+TemplateKind parse_template_name(const std::string& name, const std::string& what) {
+    for (TemplateKind k : {TemplateKind::raw, TemplateKind::llama2, TemplateKind::zephyr, TemplateKind::chatml})
+        if (name == template_name(k)) return k;
+    throw Error(what + ": unknown chat template '" + name + "' (expected raw, llama2, zephyr or chatml)");
+}
+
+TemplateChoice detect_template(const std::filesystem::path& model_dir) {
+    TemplateChoice c;
+    const std::filesystem::path file = model_dir / "tokenizer_config.json";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) {
+        c.reason = "no tokenizer_config.json: raw continuation";
+        return c;
+    }
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_file(file));
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(file.string() + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!j.is_object()) throw Error(file.string() + ": expected a JSON object");
+    c.bos_token = token_field(j, "bos_token", c.bos_token);
+    c.eos_token = token_field(j, "eos_token", c.eos_token);
+    if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) c.add_bos = j["add_bos_token"].get<bool>();
+
+    std::string tmpl;
+    if (j.contains("chat_template")) {
+        const auto& t = j["chat_template"];
+        if (t.is_string()) {
+            tmpl = t.get<std::string>();
+        } else if (t.is_array()) {  // [{"name": "default", "template": "..."}, ...]
+            for (const auto& e : t)
+                if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+                    e["template"].is_string())
+                    tmpl = e["template"].get<std::string>();
+            if (tmpl.empty() && !t.empty() && t[0].is_object() && t[0].contains("template") &&
+                t[0]["template"].is_string())
+                tmpl = t[0]["template"].get<std::string>();
+        }
+    }
+    if (tmpl.empty()) {
+        c.reason = file.string() + " has no chat_template: raw continuation";
+        return c;
+    }
+    if (contains(tmpl, "<|im_start|>")) {
+        c.kind = TemplateKind::chatml;
+    } else if (contains(tmpl, "<|user|>") && !contains(tmpl, "<|end|>")) {
+        c.kind = TemplateKind::zephyr;
+    } else if (contains(tmpl, "[INST]")) {
+        c.kind = TemplateKind::llama2;
+    } else {
+        c.reason = file.string() + ": chat_template not recognised: raw continuation";
+        c.warning = file.string() +
+                    ": its chat_template is not one of llama2, zephyr, chatml; using raw (choose one with --template)";
+        return c;
+    }
+    c.reason = file.string() + ": chat_template is " + template_name(c.kind);
+    return c;
+}
+
+ChatTemplate::ChatTemplate(TemplateKind kind, const Tokenizer& tok, const TemplateChoice& tokens)
+    : kind_(kind), tok_(tok), bos_(tokens.bos_token), eos_(tokens.eos_token), add_bos_(tokens.add_bos) {
+    std::vector<std::string> specials;
+    if (kind_ == TemplateKind::llama2 || kind_ == TemplateKind::zephyr) specials.push_back(eos_);
+    if (kind_ == TemplateKind::llama2 || add_bos_) specials.insert(specials.begin(), bos_);
+    if (kind_ == TemplateKind::chatml) {
+        specials.push_back("<|im_start|>");
+        specials.push_back("<|im_end|>");
+    }
+    for (const std::string& s : specials)
+        if (tok_.piece_to_id(s) < 0)
+            warnings_.push_back(std::string("chat template ") + template_name(kind_) + ": '" + s +
+                                "' is not in the vocabulary; it is tokenized as text");
+}
+
+ChatTemplate::Part ChatTemplate::special(const std::string& piece) const {
+    return Part{Part::special_token, piece, tok_.piece_to_id(piece), nullptr};
+}
+
+std::vector<int32_t> ChatTemplate::end_of_turn_ids() const {
+    std::vector<int32_t> ids;
+    int32_t id = -1;
+    if (kind_ == TemplateKind::llama2 || kind_ == TemplateKind::zephyr) id = tok_.piece_to_id(eos_);
+    if (kind_ == TemplateKind::chatml) id = tok_.piece_to_id("<|im_end|>");
+    if (id >= 0) ids.push_back(id);
+    return ids;
+}
+
+std::vector<ChatTemplate::Part> ChatTemplate::parts(const std::string& system, const std::vector<ChatMessage>& messages,
+                                                    bool add_generation_prompt) const {
+    check_roles(messages, "chat");
+    auto text = [](std::string s) { return Part{Part::literal, std::move(s), -1, nullptr}; };
+    auto reply = [](std::string s, const ChatMessage& m) { return Part{Part::reply, std::move(s), -1, &m}; };
+    const Part brk{Part::boundary, "", -1, nullptr};
+    std::vector<Part> p;
+    switch (kind_) {
+        case TemplateKind::llama2:
+            for (size_t i = 0; i < messages.size(); ++i) {
+                const ChatMessage& m = messages[i];
+                if (m.role == Role::user) {
+                    const std::string content =
+                        i == 0 && !system.empty() ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + m.content : m.content;
+                    p.push_back(special(bos_));
+                    p.push_back(text("[INST] " + strip(content) + " [/INST]"));
+                } else {
+                    p.push_back(reply(" " + strip(m.content) + " ", m));
+                    p.push_back(special(eos_));
+                }
+            }
+            break;
+        case TemplateKind::zephyr:
+            if (add_bos_) p.push_back(special(bos_));
+            if (!system.empty()) {
+                p.push_back(text("<|system|>\n" + system));
+                p.push_back(special(eos_));
+                p.push_back(text("\n"));
+            }
+            for (const ChatMessage& m : messages) {
+                if (m.role == Role::user) {
+                    p.push_back(text("<|user|>\n" + m.content));
+                } else {
+                    p.push_back(text("<|assistant|>\n"));
+                    p.push_back(reply(m.content, m));
+                }
+                p.push_back(special(eos_));
+                p.push_back(text("\n"));
+            }
+            if (add_generation_prompt) p.push_back(text("<|assistant|>\n"));
+            break;
+        case TemplateKind::chatml:
+            if (add_bos_) p.push_back(special(bos_));
+            if (!system.empty()) {
+                p.push_back(special("<|im_start|>"));
+                p.push_back(text("system\n" + system));
+                p.push_back(special("<|im_end|>"));
+                p.push_back(text("\n"));
+            }
+            for (const ChatMessage& m : messages) {
+                p.push_back(special("<|im_start|>"));
+                if (m.role == Role::user) {
+                    p.push_back(text("user\n" + m.content));
+                } else {
+                    p.push_back(text("assistant\n"));
+                    p.push_back(reply(m.content, m));
+                }
+                p.push_back(special("<|im_end|>"));
+                p.push_back(text("\n"));
+            }
+            if (add_generation_prompt) {
+                p.push_back(special("<|im_start|>"));
+                p.push_back(text("assistant\n"));
+            }
+            break;
+        case TemplateKind::raw:
+            if (add_bos_) p.push_back(special(bos_));
+            if (!system.empty()) p.push_back(text(system));
+            for (const ChatMessage& m : messages) {
+                if (m.role == Role::user) {
+                    p.push_back(brk);
+                    p.push_back(text(m.content));
+                } else {
+                    p.push_back(reply(m.content, m));
+                }
+            }
+            break;
+    }
+    return p;
+}
+
+std::string ChatTemplate::render_text(const std::string& system, const std::vector<ChatMessage>& messages,
+                                      bool add_generation_prompt) const {
+    std::string out;
+    bool any_text = false;
+    for (const Part& p : parts(system, messages, add_generation_prompt)) {
+        if (p.kind == Part::boundary) {
+            if (any_text) out += ' ';
+            continue;
+        }
+        out += p.text;
+        if (p.kind != Part::special_token) any_text = any_text || !p.text.empty();
+    }
+    return out;
+}
+
+std::vector<int32_t> ChatTemplate::render(const std::string& system, const std::vector<ChatMessage>& messages,
+                                          bool add_generation_prompt) const {
+    std::vector<int32_t> ids;
+    std::string segment;  // text since the last special token, generated reply or segment break
+    auto flush = [&] {
+        if (segment.empty()) return;
+        const std::vector<int32_t> e = tok_.encode(segment, false);
+        ids.insert(ids.end(), e.begin(), e.end());
+        segment.clear();
+    };
+    for (const Part& p : parts(system, messages, add_generation_prompt)) {
+        switch (p.kind) {
+            case Part::literal:
+                segment += p.text;
+                break;
+            case Part::special_token:
+                if (p.id < 0) {
+                    segment += p.text;
+                } else {
+                    flush();
+                    ids.push_back(p.id);
+                }
+                break;
+            case Part::reply:
+                if (p.msg->generated) {
+                    flush();
+                    ids.insert(ids.end(), p.msg->ids.begin(), p.msg->ids.end());
+                } else {
+                    segment += p.text;
+                }
+                break;
+            case Part::boundary:
+                flush();
+                break;
+        }
+    }
+    flush();
+    return ids;
+}
+
+}  // namespace plainllama

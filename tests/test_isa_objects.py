@@ -1,0 +1,51 @@
+#!/usr/bin/python3
+"""The per-ISA kernel objects (src/kernels/{scalar,avx2,avx512}.cpp) define nothing the linker could share with the
+rest of the program: no weak or unique symbol (an inline function or template left out of line there is compiled for
+that file's instruction set, and the linker may keep that copy for every caller, which would then crash on a CPU
+without it), and no global symbol but their table getter.
+
+Run by ctest with PLAINLLAMA_ISA_OBJECTS (the object files, ':'-separated). Last line: "N passed, N failed".
+"""
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+import unittest_summary
+
+OBJECTS = [p for p in os.environ.get("PLAINLLAMA_ISA_OBJECTS", "").split(":") if p]
+# Global symbols allowed: the table getters, and what the sanitizers add to every object.
+ALLOWED = re.compile(r"^(plainllama::isa::\w+_kernels\(\)|_*asan\w*|__odr_asan\w*|__ubsan\w*)$")
+
+
+def defined_symbols(obj):
+    """(type letter, demangled name) of every symbol obj defines."""
+    out = subprocess.run(["nm", "--defined-only", "-C", obj], capture_output=True, text=True, check=True).stdout
+    syms = []
+    for line in out.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) == 3:
+            syms.append((parts[1], parts[2]))
+    return syms
+
+
+class IsaObjects(unittest.TestCase):
+    def test_objects_given(self):
+        self.assertEqual(len(OBJECTS), 3, OBJECTS)
+
+    def test_only_local_symbols_and_the_getters(self):
+        for obj in OBJECTS:
+            with self.subTest(obj=os.path.basename(obj)):
+                bad = [f"{t} {name}" for t, name in defined_symbols(obj)
+                       if t in "VWuvw" or (t.isupper() and not ALLOWED.match(name))]
+                self.assertEqual(bad, [], obj)
+
+    def test_each_object_exports_its_getter(self):
+        for obj in OBJECTS:
+            names = {name for t, name in defined_symbols(obj) if t == "T"}
+            self.assertTrue(any(n.startswith("plainllama::isa::") and n.endswith("_kernels()") for n in names), obj)
+
+
+if __name__ == "__main__":
+    sys.exit(unittest_summary.run(__name__))
