@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The tests also need python3-numpy (script tests) and qemu-user (the binary on emulated older CPUs).
 packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libsentencepiece-dev
-          libgtest-dev libbenchmark-dev python3 python3-numpy)
+          libgtest-dev libbenchmark-dev python3 python3-numpy qemu-user)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

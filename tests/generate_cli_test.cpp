@@ -27,6 +27,21 @@ TEST(GenerateCli, GreedyPrintsLlama2cText) {
     }
 }
 
+// The same binary with each kernel variant the CPU runs, forced through PLAINLLAMA_KERNELS: llama2.c's text.
+TEST(GenerateCli, GreedyWithEveryKernelVariant) {
+    const auto ref = test::read_json(test::shared_dir() / "reference/stories260K/greedy.json");
+    for (const std::string& v : kernel_variants()) {
+        test::ScopedEnv env("PLAINLLAMA_KERNELS", v);
+        for (const auto& c : ref["cases"]) {
+            const int n = int(c["sequence"].size() - c["prompt_ids"].size());
+            const auto r = run_binary({"generate", "-m", model_dir().string(), "-p", c["prompt"].get<std::string>(),
+                                       "--temp", "0", "-n", std::to_string(n), "--quiet"});
+            ASSERT_EQ(r.status, 0) << v << ": " << r.err;
+            EXPECT_EQ(r.out, c["text"].get<std::string>()) << v;
+        }
+    }
+}
+
 TEST(GenerateCli, JsonHasIdsAndCounts) {
     const auto ref = test::read_json(test::shared_dir() / "reference/stories260K/greedy.json");
     const auto& c = ref["cases"][1];

@@ -1,6 +1,5 @@
-// The checkpoint loader: the three shared stories260K folders, sharded and unaligned copies made here,
-// corrupt files built by hand (each an Error naming the file and the tensor, never a crash), and
-// `plainllama inspect` end to end.
+// The checkpoint loader: the three shared stories260K folders, binding by name, sharded and unaligned copies made
+// here, and tensors that do not match the config (corrupt files: safetensors_test.cpp).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -16,6 +15,7 @@
 #include "plainllama/model/model.h"
 #include "plainllama/model/weights.h"
 #include "plainllama/sys/error.h"
+#include "loader_util.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -32,38 +32,11 @@ using test::write_safetensors;
 
 using test::HasSubstr;
 using test::StartsWith;
+using test::bytes_of;
+using test::checkpoint_error;
+using test::model_error;
+using test::raw_file;
 
-// The message of the plainllama::Error that f throws; a test failure when it throws nothing or anything else.
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "not a plainllama::Error: " << e.what();
-        return "";
-    }
-    ADD_FAILURE() << "no error thrown";
-    return "";
-}
-
-std::string checkpoint_error(const fs::path& dir) {
-    return error_of([&] { Checkpoint c(dir); });
-}
-std::string model_error(const fs::path& dir) {
-    return error_of([&] { Model m(dir); });
-}
-
-std::string bytes_of(const TensorView& t) { return std::string(static_cast<const char*>(t.data), t.nbytes); }
-
-// A safetensors file from a literal header and data: 8-byte little-endian length, header, data.
-std::string raw_file(const std::string& header, const std::string& data, uint64_t header_len = ~uint64_t(0)) {
-    if (header_len == ~uint64_t(0)) header_len = header.size();
-    std::string out(8, '\0');
-    for (int i = 0; i < 8; ++i) out[size_t(i)] = char((header_len >> (8 * i)) & 0xff);
-    return out + header + data;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // The shared folders.
@@ -406,195 +379,6 @@ TEST(Unaligned, CopiesOnlyMisalignedTensors) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Corrupt safetensors files, built by hand.
-
-const std::string kGoodHeader = R"({"a.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
-const std::string kData16(16, '\x01');
-
-TEST(Corrupt, HandBuiltGoodFileLoads) {  // the base the corrupt cases edit
-    TempDir tmp;
-    test::write_file(tmp / "model.safetensors", raw_file(kGoodHeader, kData16));
-    const Checkpoint c(tmp.path());
-    ASSERT_NE(c.find("a.weight"), nullptr);
-    EXPECT_EQ(c.find("a.weight")->shape, (std::vector<int64_t>{2, 2}));
-    EXPECT_EQ(bytes_of(*c.find("a.weight")), kData16);
-}
-
-struct CorruptCase {
-    std::string what;
-    std::string file;                   // the whole model.safetensors
-    std::vector<std::string> expected;  // substrings of the message, besides the file's path
-};
-
-std::string header_for(const std::string& dtype, const std::string& shape, const std::string& offsets) {
-    return R"({"a.weight":{"dtype":)" + dtype + R"(,"shape":)" + shape + R"(,"data_offsets":)" + offsets + "}}";
-}
-
-TEST(Corrupt, SafetensorsFilesRejectedWithFileAndTensor) {
-    const std::string a = "'a.weight'";
-    const std::vector<CorruptCase> cases = {
-        {"empty file", "", {"0 bytes"}},
-        {"3 bytes", "\x10\0\0"s, {"3 bytes"}},
-        {"7 bytes", std::string(7, '\0'), {"7 bytes"}},
-        {"header length past EOF", raw_file(kGoodHeader, kData16, 1000), {"header length 1000"}},
-        {"header length 2^64-1", raw_file(kGoodHeader, kData16, ~uint64_t(0) - 1), {"header length"}},
-        {"header cut", raw_file(kGoodHeader, "").substr(0, 30), {"header length"}},
-        {"invalid JSON", raw_file(R"({"a.weight":{"dtype":"F32",)", kData16), {"JSON"}},
-        {"zero-length header", raw_file("", kData16), {"JSON"}},
-        {"header is an array", raw_file("[1,2,3]", kData16), {"JSON object"}},
-        {"header is a string", raw_file("\"hello\"", kData16), {"JSON object"}},
-        {"entry not an object", raw_file(R"({"a.weight":5})", kData16), {a, "object"}},
-        {"dtype I8", raw_file(header_for("\"I8\"", "[2,2]", "[0,4]"), kData16), {a, "I8"}},
-        {"dtype F64", raw_file(header_for("\"F64\"", "[2,2]", "[0,32]"), kData16 + kData16), {a, "F64"}},
-        {"dtype lowercase", raw_file(header_for("\"f32\"", "[2,2]", "[0,16]"), kData16), {a, "f32"}},
-        {"dtype not a string", raw_file(header_for("32", "[2,2]", "[0,16]"), kData16), {a, "dtype"}},
-        {"shape/bytes mismatch", raw_file(header_for("\"F32\"", "[2,3]", "[0,16]"), kData16), {a, "[2, 3]", "16"}},
-        {"shape too small", raw_file(header_for("\"F16\"", "[2,2]", "[0,16]"), kData16), {a, "F16"}},
-        {"negative dim", raw_file(header_for("\"F32\"", "[-2,2]", "[0,16]"), kData16), {a, "[-2,2]"}},
-        {"negative dims product ok", raw_file(header_for("\"F32\"", "[-2,-2]", "[0,16]"), kData16), {a, "[-2,-2]"}},
-        {"float dim", raw_file(header_for("\"F32\"", "[2.0,2]", "[0,16]"), kData16), {a, "shape"}},
-        {"string dim", raw_file(header_for("\"F32\"", "[\"2\",2]", "[0,16]"), kData16), {a, "shape"}},
-        {"shape not an array", raw_file(header_for("\"F32\"", "\"2x2\"", "[0,16]"), kData16), {a, "shape"}},
-        {"shape missing", raw_file(R"({"a.weight":{"dtype":"F32","data_offsets":[0,16]}})", kData16), {a, "shape"}},
-        {"9 dims", raw_file(header_for("\"F32\"", "[1,1,1,1,1,1,1,1,4]", "[0,16]"), kData16), {a, "dimensions"}},
-        {"product overflows 2^80",
-         raw_file(header_for("\"F32\"", "[1099511627776,1099511627776]", "[0,16]"), kData16),
-         {a, "1099511627776"}},
-        {"product wraps to 0",  // 2^32 * 2^32 = 2^64 = 0 mod 2^64, matching empty offsets
-         raw_file(header_for("\"F32\"", "[4294967296,4294967296]", "[0,0]"), kData16),
-         {a, "4294967296"}},
-        {"bytes wrap to 4",  // (2^62 + 1) * 4 bytes = 4 mod 2^64, matching [0, 4]
-         raw_file(header_for("\"F32\"", "[4611686018427387905]", "[0,4]"), kData16),
-         {a, "4611686018427387905"}},
-        {"dim past int64 after a 0",
-         raw_file(header_for("\"F32\"", "[0,18446744073709551615]", "[0,0]"), kData16),
-         {a, "18446744073709551615"}},
-        {"end past the data", raw_file(header_for("\"F32\"", "[2,2]", "[0,32]"), kData16), {a, "[0, 32]"}},
-        {"begin past the data", raw_file(header_for("\"F32\"", "[0]", "[17,17]"), kData16), {a, "[17, 17]"}},
-        {"huge end",
-         raw_file(header_for("\"F32\"", "[2,2]", "[0,18446744073709551615]"), kData16),
-         {a, "data_offsets"}},
-        {"begin > end", raw_file(header_for("\"F32\"", "[2,2]", "[16,0]"), kData16), {a, "[16, 0]"}},
-        {"offsets one value", raw_file(header_for("\"F32\"", "[2,2]", "[16]"), kData16), {a, "data_offsets"}},
-        {"negative offset", raw_file(header_for("\"F32\"", "[1]", "[-4,0]"), kData16), {a, "data_offsets"}},
-        {"float offset", raw_file(header_for("\"F32\"", "[2,2]", "[0,16.0]"), kData16), {a, "data_offsets"}},
-        {"offsets a string", raw_file(header_for("\"F32\"", "[2,2]", "\"0-16\""), kData16), {a, "data_offsets"}},
-        {"offsets missing", raw_file(R"({"a.weight":{"dtype":"F32","shape":[2,2]}})", kData16), {a, "data_offsets"}},
-        {"overlapping tensors",
-         raw_file(R"({"a.weight":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                  R"("b.weight":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
-                  kData16 + std::string(8, '\0')),
-         {a, "'b.weight'", "overlap"}},
-        {"same range twice",
-         raw_file(R"({"a.weight":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                  R"("b.weight":{"dtype":"F16","shape":[8],"data_offsets":[0,16]}})",
-                  kData16),
-         {a, "'b.weight'", "overlap"}},
-        {"control bytes in the name",  // shown escaped, the message stays on one line
-         raw_file(R"({"a\nb\u0000c":{"dtype":"I8","shape":[1],"data_offsets":[0,1]}})", kData16),
-         {"'a\\x0ab\\x00c'", "I8"}},
-    };
-    for (const CorruptCase& c : cases) {
-        SCOPED_TRACE(c.what);
-        TempDir tmp;
-        const fs::path file = tmp / "model.safetensors";
-        test::write_file(file, c.file);
-        const std::string msg = checkpoint_error(tmp.path());
-        EXPECT_TRUE(StartsWith(msg, file.string()));
-        for (const std::string& s : c.expected) EXPECT_TRUE(HasSubstr(msg, s));
-        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-    }
-}
-
-// Random byte changes and cuts of a small valid file: each parse succeeds with every tensor inside the
-// buffer, or throws Error; nothing else (run under PLAINLLAMA_SANITIZE for memory errors).
-TEST(Corrupt, RandomMutationsNeverCrash) {
-    TempDir tmp;
-    write_safetensors(tmp / "m.safetensors",
-                      {{"a", "F32", {2, 3}, std::string(24, '\x11')},
-                       {"b", "BF16", {5}, std::string(10, '\x22')},
-                       {"c", "F16", {1, 1, 2}, std::string(4, '\x33')}},
-                      1);
-    const std::string good = test::read_file(tmp / "m.safetensors");
-    ASSERT_EQ(parse_safetensors(reinterpret_cast<const uint8_t*>(good.data()), good.size(), "m").tensors.size(), 3u);
-    std::mt19937 rng(12345);
-    const char alphabet[] = "0123456789[]{},:\"-. eFBI\x00\xff";
-    int accepted = 0, rejected = 0;
-    for (int iter = 0; iter < 20000; ++iter) {
-        std::string f = good;
-        const int edits = 1 + int(rng() % 3);
-        for (int e = 0; e < edits; ++e) {
-            const size_t at = rng() % f.size();
-            if (rng() % 2)
-                f[at] = alphabet[rng() % (sizeof alphabet - 1)];
-            else
-                f[at] = char(rng());
-        }
-        if (rng() % 4 == 0) f.resize(rng() % (f.size() + 1));
-        std::vector<uint64_t> buf(f.size() / 8 + 1);
-        std::memcpy(buf.data(), f.data(), f.size());
-        const auto* base = reinterpret_cast<const uint8_t*>(buf.data());
-        try {
-            const SafetensorsContents c = parse_safetensors(base, f.size(), "m");
-            ++accepted;
-            for (const TensorView& t : c.tensors) {
-                const auto* p = static_cast<const uint8_t*>(t.data);
-                bool inside = p >= base && p + t.nbytes <= base + f.size();
-                for (const auto& copy : c.copies) inside = inside || p == copy.get();
-                ASSERT_TRUE(inside) << t.name;
-                ASSERT_EQ(uint64_t(t.numel()) * dtype_size(t.dtype), t.nbytes) << t.name;
-            }
-        } catch (const Error& e) {
-            ++rejected;
-            ASSERT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
-        } catch (const std::exception& e) {
-            FAIL() << "not a plainllama::Error: " << e.what();
-        }
-    }
-    EXPECT_GT(accepted, 0);
-    EXPECT_GT(rejected, 0);
-}
-
-TEST(Corrupt, TruncatedInTheData) {
-    const std::vector<RawTensor> all = read_safetensors(model_dir() / "model.safetensors");
-    const std::string whole = test::read_file(model_dir() / "model.safetensors");
-    for (size_t cut : {size_t(1), size_t(4), all.back().bytes.size() / 2}) {
-        SCOPED_TRACE(cut);
-        TempDir tmp;
-        test::write_file(tmp / "model.safetensors", whole.substr(0, whole.size() - cut));
-        const std::string msg = checkpoint_error(tmp.path());
-        EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors").string()));
-        EXPECT_TRUE(HasSubstr(msg, "'" + all.back().name + "'"));  // the last tensor in the data
-        EXPECT_TRUE(HasSubstr(msg, "not within"));
-    }
-}
-
-TEST(Corrupt, DirectoryInsteadOfFile) {
-    TempDir tmp;
-    fs::create_directory(tmp / "model.safetensors");
-    const std::string msg = checkpoint_error(tmp.path());
-    EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors").string()));
-    EXPECT_TRUE(HasSubstr(msg, "not a regular file"));
-}
-
-TEST(Corrupt, FifoInsteadOfFile) {  // must not block waiting for a writer
-    TempDir tmp;
-    ASSERT_EQ(::mkfifo((tmp / "model.safetensors").c_str(), 0600), 0);
-    const std::string msg = checkpoint_error(tmp.path());
-    EXPECT_TRUE(StartsWith(msg, (tmp / "model.safetensors").string()));
-    EXPECT_TRUE(HasSubstr(msg, "not a regular file"));
-}
-
-TEST(Corrupt, NoCheckpointInFolder) {
-    TempDir tmp;
-    fs::copy_file(model_dir() / "config.json", tmp / "config.json");
-    const std::string msg = checkpoint_error(tmp.path());
-    EXPECT_TRUE(StartsWith(msg, tmp.path().string()));
-    EXPECT_TRUE(HasSubstr(msg, "model.safetensors"));
-    EXPECT_TRUE(StartsWith(model_error(tmp / "no-such-folder"), (tmp / "no-such-folder").string()));
-}
-
-// ---------------------------------------------------------------------------------------------------------
 // A valid file whose tensors do not match the config.
 
 // A copy of stories260K in dir whose tensors were passed through edit.
@@ -711,102 +495,6 @@ TEST(Bind, UntiedBindsOwnLmHead) {
     EXPECT_NE(model.weights().lm_head.data, model.weights().embed_tokens.data);
     EXPECT_EQ(model.weights().lm_head.rows, 512);
     EXPECT_EQ(llama_tensor_table(model.config()).size(), 48u);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// End to end: plainllama inspect.
-
-bool one_error_line(const std::string& err) {
-    return err.rfind("plainllama: error: ", 0) == 0 && err.find('\n') == err.size() - 1;
-}
-
-TEST(InspectCli, PrintsTensorTable) {
-    for (const char* folder : {"stories260K", "stories260K-bf16", "stories260K-f16"}) {
-        SCOPED_TRACE(folder);
-        const auto r = test::run_binary({"inspect", "-m", model_dir(folder).string()});
-        ASSERT_EQ(r.status, 0) << r.err;
-        EXPECT_EQ(r.err, "");
-        EXPECT_TRUE(HasSubstr(r.out, "\n47 tensors, 260032 parameters"));
-        const LlamaConfig c = load_config(model_dir(folder) / "config.json");
-        const std::string dtype = read_safetensors(model_dir(folder) / "model.safetensors").front().dtype;
-        for (const TensorSpec& s : llama_tensor_table(c)) {
-            // One row per tensor: name, dtype, shape.
-            const size_t at = r.out.find("\n" + s.name + " ");
-            ASSERT_NE(at, std::string::npos) << s.name;
-            const std::string row = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
-            EXPECT_TRUE(HasSubstr(row, " " + dtype + " "));
-            EXPECT_TRUE(HasSubstr(row, shape_str(s.shape)));
-        }
-    }
-}
-
-TEST(InspectCli, JsonParses) {
-    for (const char* folder : {"stories260K", "stories260K-bf16", "stories260K-f16"}) {
-        SCOPED_TRACE(folder);
-        const auto r = test::run_binary({"inspect", "--json", "-m", model_dir(folder).string()});
-        ASSERT_EQ(r.status, 0) << r.err;
-        const json j = json::parse(r.out, nullptr, false);
-        ASSERT_FALSE(j.is_discarded()) << r.out;
-        EXPECT_EQ(j["n_tensors"], 47);
-        EXPECT_EQ(j["n_params"], 260032);
-        ASSERT_EQ(j["tensors"].size(), 47u);
-        EXPECT_EQ(j["tensors"][0]["name"], "model.embed_tokens.weight");
-        EXPECT_EQ(j["tensors"][0]["shape"], json::array({512, 64}));
-        EXPECT_EQ(j["tensors"][46]["name"], "model.norm.weight");
-        EXPECT_EQ(j["config"]["hidden_size"], 64);
-        EXPECT_EQ(j["config"]["num_key_value_heads"], 4);
-        EXPECT_EQ(j["config"]["tie_word_embeddings"], true);
-    }
-}
-
-TEST(InspectCli, CorruptFolderOneErrorLine) {
-    TempDir tmp;
-    const std::string whole = test::read_file(model_dir() / "model.safetensors");
-    struct Case {
-        const char* what;
-        std::function<void(const fs::path&)> corrupt;
-        std::string names;
-    };
-    const std::vector<Case> cases = {
-        {"truncated data",
-         [&](const fs::path& d) { test::write_file(d / "model.safetensors", whole.substr(0, whole.size() / 2)); },
-         "model.safetensors"},
-        {"5-byte file", [](const fs::path& d) { test::write_file(d / "model.safetensors", "abcde"); },
-         "model.safetensors"},
-        {"bad config", [](const fs::path& d) { test::write_file(d / "config.json", "{\"hidden_size\": 64"); },
-         "config.json"},
-        {"missing tensor",
-         [](const fs::path& d) {
-             auto v = read_safetensors(d / "model.safetensors");
-             v.pop_back();
-             write_safetensors(d / "model.safetensors", v);
-         },
-         "is missing"},
-    };
-    for (const Case& c : cases) {
-        SCOPED_TRACE(c.what);
-        const fs::path dir = tmp / c.what;
-        test::copy_model(model_dir(), dir);
-        c.corrupt(dir);
-        for (bool as_json : {false, true}) {
-            std::vector<std::string> args = {"inspect", "-m", dir.string()};
-            if (as_json) args.push_back("--json");
-            const auto r = test::run_binary(args);
-            EXPECT_EQ(r.status, 1);
-            EXPECT_TRUE(one_error_line(r.err)) << r.err;
-            EXPECT_TRUE(HasSubstr(r.err, c.names));
-            EXPECT_EQ(r.out, "");
-        }
-    }
-}
-
-TEST(InspectCli, MissingFolder) {
-    TempDir tmp;
-    const auto r = test::run_binary({"inspect", "-m", (tmp / "nope").string()});
-    EXPECT_EQ(r.status, 1);
-    EXPECT_TRUE(one_error_line(r.err)) << r.err;
-    EXPECT_TRUE(HasSubstr(r.err, (tmp / "nope").string()));
-    EXPECT_EQ(r.out, "");
 }
 
 }  // namespace

@@ -150,7 +150,7 @@ void print_busy_note(const Loaded& l) {
 }
 
 // A team thread that shares a core with another busy process makes every parallel region wait for its time
-// slice: TinyLlama decode measured 1.4 tok/s with 2 threads and a compiler on one of 2 cores, 14 with 1 thread.
+// slice: decode with 2 threads and a compiler on one of 2 cores runs several times slower than with 1 thread.
 bool refresh_threads(Loaded& l, int requested, int samples) {
     const int before = l.threads;
     if (requested > 0) {

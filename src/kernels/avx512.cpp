@@ -242,9 +242,8 @@ float sum_stream(const float* p, int64_t n) {
 #define PL_TILES(f, E) \
     { nullptr, f<1, E>, f<2, E>, f<3, E>, f<4, E>, f<5, E>, f<6, E>, f<7, E>, f<8, E> }
 
-// Direct reads of 16-bit panels, measured against widening a block first ([N, 2048] x [T, 2048] on Zen 4, direct /
-// widened time): F16 0.37-0.73 for T 2-16, 0.88-0.98 for T 32-48, 1.06-1.14 for T 96-128 (so tiles up to 48 rows);
-// BF16 pairs 0.25 (T 2) to 0.91-0.97 (T 128) (always direct).
+// 16-bit panels read directly: F16 in tiles of up to 48 rows (below that few rows cannot repay widening a block
+// first; above it the widened f32 block is faster), BF16 pairs at any height.
 constexpr Kernels kTable = {
     "avx512",
     PL_TILES(micro_tile, float),

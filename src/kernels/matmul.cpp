@@ -25,8 +25,8 @@ using isa::kNR;
 using isa::MicroTile;
 static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
 
-// kKC: K blocks of 2048 measured faster than 256..1024 (F32 GEMM 222 vs 197 GFLOP/s at 256 on Zen 4): a panel
-// block [kKC][kNR] f32 (256 KiB) lives in L2, and fewer blocks mean fewer passes over the output tile.
+// kKC: a panel block [kKC][kNR] f32 (256 KiB) lives in L2, and fewer blocks mean fewer passes over the output tile
+// (2048 measured faster than 256 .. 1024).
 constexpr int64_t kMR = 6, kKC = 2048;
 static_assert(kKC % 2 == 0, "BF16 pairs must not straddle K blocks");
 
@@ -45,8 +45,8 @@ int64_t stored_k(int64_t K) {
 }
 
 // f(t, mr) for register tiles of rows t .. t+mr-1 covering t0 .. t1-1: kMR rows at a time, the last kMR + r
-// (0 < r < kMR) as one tile of 7-8 rows or two of 4-6, never a thin 1-3 row tile (per row, a 4-row tile measured
-// 1.5x the cost of a 6-row one; 8 rows cost about what 6 do).
+// (0 < r < kMR) as one tile of 7-8 rows or two of 4-6, never a thin 1-3 row tile (per row, thin tiles cost more: the
+// weights they load serve fewer rows; 8 rows cost about what 6 do).
 template <class F>
 void for_each_row_tile(int64_t t0, int64_t t1, F&& f) {
     for (int64_t t = t0; t < t1;) {

@@ -50,7 +50,7 @@ void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K);
 
 // Packed copies of row-major matrices in one allocation that it owns, each 64-byte aligned. A capacity of
 // 2 MiB or more sits on 2 MiB pages when the kernel allows (transparent huge pages): with 4 KiB pages, streaming
-// the weights costs a TLB miss per page (decode of small F16: 163 vs 183 tok/s) and loading a page fault each.
+// the weights costs a TLB miss per page (decode measurably slower) and loading a page fault each.
 class PackedWeights {
    public:
     explicit PackedWeights(size_t capacity);  // bytes: the sum of the packed_bytes of what will be added

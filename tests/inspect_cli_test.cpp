@@ -1,0 +1,146 @@
+// `plainllama inspect` end to end: the tensor table, JSON, the kernels it reports, errors.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "plainllama/io/config.h"
+#include "plainllama/io/safetensors.h"
+#include "plainllama/model/weights.h"
+#include "test_util.h"
+
+namespace plainllama {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using test::HasSubstr;
+using test::model_dir;
+using test::read_safetensors;
+using test::TempDir;
+using test::write_safetensors;
+
+bool one_error_line(const std::string& err) {
+    return err.rfind("plainllama: error: ", 0) == 0 && err.find('\n') == err.size() - 1;
+}
+
+TEST(InspectCli, PrintsTensorTable) {
+    for (const char* folder : {"stories260K", "stories260K-bf16", "stories260K-f16"}) {
+        SCOPED_TRACE(folder);
+        const auto r = test::run_binary({"inspect", "-m", model_dir(folder).string()});
+        ASSERT_EQ(r.status, 0) << r.err;
+        EXPECT_EQ(r.err, "");
+        EXPECT_TRUE(HasSubstr(r.out, "\n47 tensors, 260032 parameters"));
+        const LlamaConfig c = load_config(model_dir(folder) / "config.json");
+        const std::string dtype = read_safetensors(model_dir(folder) / "model.safetensors").front().dtype;
+        for (const TensorSpec& s : llama_tensor_table(c)) {
+            // One row per tensor: name, dtype, shape.
+            const size_t at = r.out.find("\n" + s.name + " ");
+            ASSERT_NE(at, std::string::npos) << s.name;
+            const std::string row = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+            EXPECT_TRUE(HasSubstr(row, " " + dtype + " "));
+            EXPECT_TRUE(HasSubstr(row, shape_str(s.shape)));
+        }
+    }
+}
+
+TEST(InspectCli, JsonParses) {
+    for (const char* folder : {"stories260K", "stories260K-bf16", "stories260K-f16"}) {
+        SCOPED_TRACE(folder);
+        const auto r = test::run_binary({"inspect", "--json", "-m", model_dir(folder).string()});
+        ASSERT_EQ(r.status, 0) << r.err;
+        const json j = json::parse(r.out, nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << r.out;
+        EXPECT_EQ(j["n_tensors"], 47);
+        EXPECT_EQ(j["n_params"], 260032);
+        ASSERT_EQ(j["tensors"].size(), 47u);
+        EXPECT_EQ(j["tensors"][0]["name"], "model.embed_tokens.weight");
+        EXPECT_EQ(j["tensors"][0]["shape"], json::array({512, 64}));
+        EXPECT_EQ(j["tensors"][46]["name"], "model.norm.weight");
+        EXPECT_EQ(j["config"]["hidden_size"], 64);
+        EXPECT_EQ(j["config"]["num_key_value_heads"], 4);
+        EXPECT_EQ(j["config"]["tie_word_embeddings"], true);
+    }
+}
+
+TEST(InspectCli, CorruptFolderOneErrorLine) {
+    TempDir tmp;
+    const std::string whole = test::read_file(model_dir() / "model.safetensors");
+    struct Case {
+        const char* what;
+        std::function<void(const fs::path&)> corrupt;
+        std::string names;
+    };
+    const std::vector<Case> cases = {
+        {"truncated data",
+         [&](const fs::path& d) { test::write_file(d / "model.safetensors", whole.substr(0, whole.size() / 2)); },
+         "model.safetensors"},
+        {"5-byte file", [](const fs::path& d) { test::write_file(d / "model.safetensors", "abcde"); },
+         "model.safetensors"},
+        {"bad config", [](const fs::path& d) { test::write_file(d / "config.json", "{\"hidden_size\": 64"); },
+         "config.json"},
+        {"missing tensor",
+         [](const fs::path& d) {
+             auto v = read_safetensors(d / "model.safetensors");
+             v.pop_back();
+             write_safetensors(d / "model.safetensors", v);
+         },
+         "is missing"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        const fs::path dir = tmp / c.what;
+        test::copy_model(model_dir(), dir);
+        c.corrupt(dir);
+        for (bool as_json : {false, true}) {
+            std::vector<std::string> args = {"inspect", "-m", dir.string()};
+            if (as_json) args.push_back("--json");
+            const auto r = test::run_binary(args);
+            EXPECT_EQ(r.status, 1);
+            EXPECT_TRUE(one_error_line(r.err)) << r.err;
+            EXPECT_TRUE(HasSubstr(r.err, c.names));
+            EXPECT_EQ(r.out, "");
+        }
+    }
+}
+
+// The kernels in use: the best this CPU runs, or the variant PLAINLLAMA_KERNELS names; an unknown variant, or one
+// this CPU cannot run, is one error line naming it and exit status 2.
+TEST(InspectCli, ReportsTheKernelsPlainllamaKernelsChooses) {
+    auto kernels = [] {
+        const auto r = test::run_binary({"inspect", "-m", model_dir().string(), "--json"});
+        EXPECT_EQ(r.status, 0) << r.err;
+        return r.status == 0 ? nlohmann::json::parse(r.out)["kernels"].get<std::string>() : "";
+    };
+    EXPECT_EQ(kernels(), kernel_variants().front());
+    for (const std::string& v : kernel_variants()) {
+        test::ScopedEnv env("PLAINLLAMA_KERNELS", v);
+        EXPECT_EQ(kernels(), v);
+    }
+    std::vector<std::string> refused = {"avx9", "AVX2", "scalar "};
+    for (const char* v : {"avx512_bf16", "avx512", "avx2"}) {
+        const auto runs = kernel_variants();
+        if (std::find(runs.begin(), runs.end(), v) == runs.end()) refused.push_back(v);  // this CPU lacks it
+    }
+    for (const std::string& v : refused) {
+        test::ScopedEnv env("PLAINLLAMA_KERNELS", v);
+        const auto r = test::run_binary({"inspect", "-m", model_dir().string()});
+        EXPECT_EQ(r.status, 2) << v;
+        EXPECT_TRUE(one_error_line(r.err)) << r.err;
+        EXPECT_TRUE(HasSubstr(r.err, "PLAINLLAMA_KERNELS=" + v + ":"));
+        EXPECT_EQ(r.out, "");
+    }
+}
+
+TEST(InspectCli, MissingFolder) {
+    TempDir tmp;
+    const auto r = test::run_binary({"inspect", "-m", (tmp / "nope").string()});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(one_error_line(r.err)) << r.err;
+    EXPECT_TRUE(HasSubstr(r.err, (tmp / "nope").string()));
+    EXPECT_EQ(r.out, "");
+}
+
+}  // namespace
+}  // namespace plainllama
