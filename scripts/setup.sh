@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The tests also need python3-numpy (script tests) and qemu-user (the binary on emulated older CPUs).
-packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libsentencepiece-dev
+packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libsentencepiece-dev libonig-dev
           libgtest-dev libbenchmark-dev python3 python3-numpy qemu-user)
 missing=()
 for p in "${packages[@]}"; do

@@ -11,6 +11,7 @@
 #include "plainllama/run/generate.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/threads.h"
+#include "plainllama/io/sentencepiece_tokenizer.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -107,7 +108,7 @@ TEST(ChatTemplate, DetectFromTokenizerConfig) {
 
 // meta-llama/Llama-2-7b-chat-hf: known HF ids for [{"role": "user", "content": "Hello"}].
 TEST(ChatTemplate, Llama2KnownIds) {
-    Tokenizer tok(llama2_tokenizer());
+    SentencePieceTokenizer tok(llama2_tokenizer());
     ChatTemplate t(TemplateKind::llama2, tok);
     EXPECT_EQ(t.render("", {user("Hello")}, true), (Ids{1, 518, 25580, 29962, 15043, 518, 29914, 25580, 29962}));
     EXPECT_EQ(t.end_of_turn_ids(), Ids{2});
@@ -115,7 +116,7 @@ TEST(ChatTemplate, Llama2KnownIds) {
 }
 
 TEST(ChatTemplate, Llama2) {
-    Tokenizer tok(llama2_tokenizer());
+    SentencePieceTokenizer tok(llama2_tokenizer());
     ChatTemplate t(TemplateKind::llama2, tok);
     // strip() applies to the whole first content, system block included: the user's leading space stays.
     const std::vector<ChatMessage> m = {user(" What is 2+2? "), assistant(" It is 4.\n"), user(" And 3+3?\n")};
@@ -133,7 +134,7 @@ TEST(ChatTemplate, Llama2) {
 }
 
 TEST(ChatTemplate, Zephyr) {
-    Tokenizer tok(llama2_tokenizer());
+    SentencePieceTokenizer tok(llama2_tokenizer());
     ChatTemplate t(TemplateKind::zephyr, tok);
     const std::vector<ChatMessage> m = {user("Hi"), assistant("Hello!"), user("Bye")};
     EXPECT_EQ(
@@ -156,7 +157,7 @@ TEST(ChatTemplate, Zephyr) {
 
 TEST(ChatTemplate, ChatmlWithSpecialTokens) {
     test::TempDir tmp;
-    Tokenizer tok(chatml_tokenizer(tmp));
+    SentencePieceTokenizer tok(chatml_tokenizer(tmp));
     ASSERT_EQ(tok.piece_to_id("<|im_start|>"), 32000);
     const int32_t S = 32000, E = 32001;
     ChatTemplate t(TemplateKind::chatml, tok);
@@ -195,7 +196,7 @@ TEST(ChatTemplate, ChatmlWithSpecialTokens) {
 
 // A vocabulary without <|im_start|>/<|im_end|>: one warning each, and they are tokenized as text.
 TEST(ChatTemplate, ChatmlWithoutSpecialTokensWarns) {
-    Tokenizer tok(llama2_tokenizer());
+    SentencePieceTokenizer tok(llama2_tokenizer());
     ChatTemplate t(TemplateKind::chatml, tok);
     ASSERT_EQ(t.warnings().size(), 2u);
     EXPECT_NE(t.warnings()[0].find("<|im_start|>"), std::string::npos) << t.warnings()[0];
@@ -206,7 +207,7 @@ TEST(ChatTemplate, ChatmlWithoutSpecialTokensWarns) {
 }
 
 TEST(ChatTemplate, Raw) {
-    Tokenizer tok(model_dir() / "tokenizer.model");
+    SentencePieceTokenizer tok(model_dir() / "tokenizer.model");
     ChatTemplate t(TemplateKind::raw, tok);
     // Turn 1 is exactly what `generate` evaluates for the same text.
     EXPECT_EQ(t.render("", {user("Once upon a time")}, true), tok.encode("Once upon a time", true));
@@ -222,7 +223,7 @@ TEST(ChatTemplate, Raw) {
 // A generated reply is its ids: each turn's rendering extends the previous prompt plus the reply.
 TEST(ChatTemplate, GeneratedRepliesKeepTheirIds) {
     test::TempDir tmp;
-    Tokenizer llama(llama2_tokenizer()), chatml_tok(chatml_tokenizer(tmp));
+    SentencePieceTokenizer llama(llama2_tokenizer()), chatml_tok(chatml_tokenizer(tmp));
     const Ids reply = {15043, 727};  // "▁Hello▁there", as a model might generate it after "[/INST]"
     for (TemplateKind k : {TemplateKind::llama2, TemplateKind::zephyr, TemplateKind::chatml, TemplateKind::raw}) {
         const Tokenizer& tok = k == TemplateKind::chatml ? chatml_tok : llama;
@@ -262,7 +263,7 @@ TEST(ChatTemplate, GeneratedRepliesKeepTheirIds) {
 }
 
 TEST(ChatTemplate, RolesMustAlternate) {
-    Tokenizer tok(llama2_tokenizer());
+    SentencePieceTokenizer tok(llama2_tokenizer());
     ChatTemplate t(TemplateKind::chatml, tok);
     EXPECT_THROW(t.render("", {assistant("x")}, true), Error);
     EXPECT_THROW(t.render("", {user("a"), user("b")}, true), Error);
@@ -272,7 +273,7 @@ TEST(ChatTemplate, RolesMustAlternate) {
 
 struct Fixture {
     Model model{model_dir()};
-    Tokenizer tok{model_dir() / "tokenizer.model"};
+    SentencePieceTokenizer tok{model_dir() / "tokenizer.model"};
     Context ctx;
     ChatTemplate tmpl;
     ChatSession session;
@@ -430,7 +431,7 @@ TEST(ChatSession, ResetGivesTheFreshReply) {
 // Seeded sampling: reset restores the sampler's random state too.
 TEST(ChatSession, ResetRestartsTheSeed) {
     Model model(model_dir());
-    Tokenizer tok(model_dir() / "tokenizer.model");
+    SentencePieceTokenizer tok(model_dir() / "tokenizer.model");
     Context ctx(model);
     ChatTemplate tmpl(TemplateKind::raw, tok);
     SamplerParams p;

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "plainllama/io/dtype.h"
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/io/sentencepiece_tokenizer.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -122,7 +122,7 @@ TEST(GenerateCli, InvalidFlags) {
 }
 
 TEST(Tokenizer, Llama2KnownIds) {
-    Tokenizer tok(test::shared_dir() / "tokenizers/llama2/tokenizer.model");
+    SentencePieceTokenizer tok(test::shared_dir() / "tokenizers/llama2/tokenizer.model");
     EXPECT_EQ(tok.encode("I believe the meaning of life is", true),
               (std::vector<int32_t>{1, 306, 4658, 278, 6593, 310, 2834, 338}));
     EXPECT_EQ(tok.encode("I believe", false), (std::vector<int32_t>{306, 4658}));
@@ -132,7 +132,7 @@ TEST(Tokenizer, Llama2KnownIds) {
 // Streaming one id at a time gives exactly the text of decoding the whole sequence: leading spaces kept,
 // multi-byte characters (byte-fallback tokens) never split.
 TEST(Tokenizer, StreamingKeepsSpacesAndUtf8) {
-    Tokenizer tok(test::shared_dir() / "tokenizers/llama2/tokenizer.model");
+    SentencePieceTokenizer tok(test::shared_dir() / "tokenizers/llama2/tokenizer.model");
     const std::string text = "Café naïve — 日本語 🦙🙂 x  y\nnew line ﬁ 𝔘";
     const auto ids = tok.encode(text, true);
     StreamDecoder dec(tok);

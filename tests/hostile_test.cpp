@@ -286,7 +286,7 @@ TEST(Hostile, VocabSizeNotTheEmbeddingRows) {
         TempDir tmp;
         const fs::path m = copy_of(tmp, "m");
         set_config(m, "vocab_size", vocab);
-        expect_load_error(m, {"model.embed_tokens.weight", "[" + std::to_string(vocab) + ", 64]", "[512, 64]"});
+        expect_load_error(m, {"model.embed_tokens.weight", shape_str({vocab, 64}), "[512, 64]"});
     }
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "plainllama/io/dtype.h"
+#include "plainllama/sys/error.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -94,10 +96,11 @@ TEST_P(Matmul, ReferenceIsADoubleDotProduct) {
 }
 
 // out = x . W^T for every weight type and odd/even shapes, T = 1 (matvec) and T > 1 (GEMM with its
-// 6-row tiles, 32-column blocks and 256-wide K panels), with 1 and 2 threads.
+// 6-row tiles, 32-column blocks and 2048-wide K blocks), with 1 and 2 threads.
 // Tolerance, relative to sum_k |x_k W_rk| (the scale of the terms, so cancellation cannot defeat it): the
-// weights are converted exactly to f32, so the only error is the f32 accumulation of K products with FMA,
-// at most K u in any summation order, plus u for the reference's final rounding: (K + 2) u. A wrong or
+// weights are converted exactly to f32, so the only error is the f32 accumulation of K products (fused, or the
+// scalar kernels' multiply then add: one rounding more per product), at most (K + 1) u in any summation order,
+// plus u for the reference's final rounding: (K + 2) u. A wrong or
 // missing element costs about sum / K, which is far above it for every K here.
 TEST_P(Matmul, MatchesReferenceAllTypesShapesThreads) {
     std::mt19937 rng(42);
@@ -264,11 +267,11 @@ TEST_P(Matmul, PackedWeightsHoldsMatricesEndToEnd) {
     EXPECT_THROW(store.add(sources[0].data(), DType::F32, 1, 1), std::length_error);
 }
 
-// Each output is one fma chain over k in order, so row t of a batched product equals the product of row t
+// Each output is one chain of multiply-adds over k in order, so row t of a batched product equals the product of row t
 // alone, bit for bit (what makes decode reproduce prefill exactly): the packed weights (every type; BF16 in
 // exact mode, its vdpbf16ps path rounds x) and the row-major products attention uses, 1 and 2 threads.
-// T = 130 with N = 300 (10 panels: one tile of all 130 rows each) makes tiles taller than the AVX-512 build's
-// direct_rows for F16 (48), T = 37 shorter ones: both ways of reading a 16-bit panel (widened in registers, or
+// T = 130 with N = 300 (10 panels: one tile of all 130 rows each) makes tiles taller than the avx512 table's
+// f16_direct_rows (48), T = 37 shorter ones: both ways of reading a 16-bit panel (widened in registers, or
 // into a buffer first) must give the single row's bits.
 TEST_P(Matmul, ARowDoesNotDependOnTheBatch) {
     std::mt19937 rng(9);
@@ -358,8 +361,9 @@ TEST_P(Matmul, GemvAccContinuesMatmulNnChains) {
             }
 }
 
-// The variants with fused multiply-adds (all but scalar) sum every output in the same order with the same roundings,
-// so they agree bit for bit, decode and prefill, every weight type (BF16 exact), both ways of reading 16-bit panels.
+// The variants with fused multiply-adds (all but scalar) sum every matmul output in the same order with the same
+// roundings, so they agree bit for bit, decode and prefill, every weight type (BF16 exact), both ways of reading
+// 16-bit panels. (Not the f32 sums of softmax and RMSNorm: their reduction order follows the lane count.)
 TEST(KernelVariants, FmaVariantsAgreeBitForBit) {
     std::vector<std::string> fma;
     for (const std::string& v : kernel_variants())
@@ -384,6 +388,28 @@ TEST(KernelVariants, FmaVariantsAgreeBitForBit) {
                         ASSERT_EQ(out, first) << v << " vs " << fma[0] << ": " << dtype_name(t) << " T " << T << " K " << K;
                 }
             }
+}
+
+// use_kernels takes exactly the names of kernel_variants(), best first, and refuses any other (the active variant
+// unchanged).
+TEST(KernelVariants, UseKernelsTakesOnlyTheVariantsOfThisCpu) {
+    const std::vector<std::string> runs = kernel_variants();
+    ASSERT_FALSE(runs.empty());
+    EXPECT_EQ(runs.back(), "scalar");
+    const std::string before = kernels_isa();
+    for (const char* bad : {"", "avx9", "AVX2", "scalar "}) {
+        EXPECT_THROW(use_kernels(bad), UsageError) << bad;
+        EXPECT_EQ(kernels_isa(), before);
+    }
+    for (const char* v : {"avx512_bf16", "avx512", "avx2"})
+        if (std::find(runs.begin(), runs.end(), v) == runs.end()) {
+            EXPECT_THROW(use_kernels(v), UsageError) << v;
+        }
+    for (const std::string& v : runs) {
+        test::UseKernels scope(v);
+        EXPECT_EQ(kernels_isa(), v);
+    }
+    EXPECT_EQ(kernels_isa(), before);
 }
 
 // ---- softmax, silu_mul and the small vector kernels -------------------------------------------------

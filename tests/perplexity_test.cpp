@@ -9,7 +9,7 @@
 #include <cmath>
 #include <memory>
 
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/io/sentencepiece_tokenizer.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -57,7 +57,7 @@ TEST(Perplexity, FinalLineFormat) {
 // The sliding window scores each token once, with the window start the stride gives; recompute each
 // token's NLL directly from a fresh context holding exactly that window's prefix.
 TEST(Perplexity, StrideMatchesDirectComputation) {
-    Tokenizer tok(model_dir() / "tokenizer.model");
+    SentencePieceTokenizer tok(model_dir() / "tokenizer.model");
     std::string text = test::read_file(test::shared_dir() / "data/tinystories_val.txt").substr(0, 600);
     const auto tokens = tok.encode(text, true);
     const int64_t n = int64_t(tokens.size()), W = 48, S = 16;
@@ -80,7 +80,7 @@ TEST(Perplexity, StrideMatchesDirectComputation) {
 // An abort inside a chunk/window stops there: the result covers the ones finished before it, with the figures
 // an uninterrupted run had after them; aborted inside the first, nothing.
 TEST(Perplexity, AbortKeepsTheFinishedChunks) {
-    Tokenizer tok(model_dir() / "tokenizer.model");
+    SentencePieceTokenizer tok(model_dir() / "tokenizer.model");
     const auto tokens =
         tok.encode(test::read_file(test::shared_dir() / "data/tinystories_val.txt").substr(0, 4000), true);
     const int64_t W = 64;

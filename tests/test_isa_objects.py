@@ -43,6 +43,16 @@ class IsaObjects(unittest.TestCase):
                        if (t in "VWuvw" or t.isupper()) and not ALLOWED.match(name)]
                 self.assertEqual(bad, [], obj)
 
+    def test_no_start_up_code(self):
+        # A constructor in .init_array would run at start-up on any CPU (a table built at run time, say); the
+        # sanitizers' own module constructor is the one allowed.
+        for obj in OBJECTS:
+            with self.subTest(obj=os.path.basename(obj)):
+                sections = subprocess.run(["objdump", "-h", obj], capture_output=True, text=True, check=True).stdout
+                has_init = any(s in sections for s in (".init_array", ".ctors"))
+                sanitized = any("asan" in name for _, name in defined_symbols(obj))
+                self.assertTrue(not has_init or sanitized, obj)
+
     def test_each_object_exports_its_getter(self):
         for obj in OBJECTS:
             names = {name for t, name in defined_symbols(obj) if t == "T"}

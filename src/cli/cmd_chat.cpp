@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "common.h"
 #include "plainllama/io/file.h"
+#include "plainllama/io/utf8.h"
 #include "plainllama/run/chat.h"
 #include "plainllama/sys/error.h"
 
@@ -187,7 +188,7 @@ Run add_chat(CLI::App& app) {
         const ChatTemplate tmpl(choice.kind, tok, choice);
         Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});
         std::vector<int32_t> stop = tmpl.end_of_turn_ids();
-        for (int32_t id : eos_ids(l.model->config(), tok))
+        for (int32_t id : l.stop_ids)
             if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
         ChatSession session(ctx, tok, tmpl, resolve_sampling(o->s, quiet), stop);
         session.set_system(o->system);

@@ -33,7 +33,7 @@ Run add_generate(CLI::App& app) {
         Loaded l = load(o->m);
         const bool quiet = o->m.quiet;
         Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});
-        std::vector<int32_t> tokens = l.tokenizer->encode(prompt, !o->no_bos);
+        std::vector<int32_t> tokens = l.tokenizer->encode(prompt, !o->no_bos && l.tokenizer->add_bos());
         if (tokens.empty()) throw UsageError("the prompt is empty and --no-bos leaves nothing to start from");
         if (int64_t(tokens.size()) > ctx.n_ctx())
             throw Error("the prompt has " + std::to_string(tokens.size()) + " tokens but the context holds " +
@@ -53,7 +53,7 @@ Run add_generate(CLI::App& app) {
         }
         double checked = now_seconds();
         const GenerateStats st = generate(
-            ctx, sampler, decoder, tokens, o->n_predict, eos_ids(l.model->config(), *l.tokenizer),
+            ctx, sampler, decoder, tokens, o->n_predict, l.stop_ids,
             [&](int32_t, const std::string& piece) {
                 if (now_seconds() - checked > 0.5) {  // other work may start or stop on the cores meanwhile
                     refresh_threads(l, o->m.threads, 2);

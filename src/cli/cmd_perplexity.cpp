@@ -58,7 +58,8 @@ Run add_perplexity(CLI::App& app) {
                              std::to_string(c.max_position_embeddings) + ", max_position_embeddings)");
         const bool quiet = o->m.quiet, tty = ::isatty(2) && !quiet;
         double t0 = now_seconds();
-        const std::vector<int32_t> tokens = l.tokenizer->encode(text, /*add_bos=*/true);
+        const bool add_bos = l.tokenizer->add_bos();
+        const std::vector<int32_t> tokens = l.tokenizer->encode(text, add_bos);
         if (!quiet)
             std::fprintf(stderr, "tokenized %s: %zu tokens in %.2f s\n", o->file.c_str(), tokens.size(),
                          now_seconds() - t0);
@@ -87,7 +88,8 @@ Run add_perplexity(CLI::App& app) {
                 std::fflush(stderr);
             }
         };
-        const int32_t bos = l.tokenizer->bos_id() >= 0 ? l.tokenizer->bos_id() : int32_t(c.bos_token_id);
+        // Each chunk starts with BOS when the tokenizer adds one (llama.cpp's rule), else with its own first token.
+        const int32_t bos = !add_bos ? -1 : l.tokenizer->bos_id() >= 0 ? l.tokenizer->bos_id() : int32_t(c.bos_token_id);
         const Context::Abort abort = [] { return g_interrupted.load(); };
         const PerplexityResult r = o->stride > 0
                                        ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress, abort)

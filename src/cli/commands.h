@@ -15,5 +15,6 @@ Run add_generate(CLI::App& app);
 Run add_chat(CLI::App& app);
 Run add_perplexity(CLI::App& app);
 Run add_bench(CLI::App& app);
+Run add_tokenize(CLI::App& app);
 
 }  // namespace plainllama::cli

@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "plainllama/io/file.h"
+#include "plainllama/run/generate.h"
+#include "plainllama/io/utf8.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/threads.h"
 
@@ -188,31 +190,19 @@ Loaded load(const ModelOpts& o) {
         throw;
     }
     if (o.check_tensors) check_tensors(l.model->checkpoint());
-    l.tokenizer = std::make_unique<Tokenizer>(std::filesystem::path(o.model) / "tokenizer.model");
-    if (l.tokenizer->vocab_size() > l.model->config().vocab_size)
-        throw Error(o.model + "/tokenizer.model: has " + std::to_string(l.tokenizer->vocab_size()) +
-                    " pieces but config.json vocab_size is " + std::to_string(l.model->config().vocab_size));
+    l.tokenizer = load_tokenizer(o.model);
+    check_vocab(*l.tokenizer, l.model->config(), o.model);
+    l.stop_ids = eos_ids(l.model->config(), *l.tokenizer,
+                         load_generation_eos(o.model, l.model->config().vocab_size));
     l.load_seconds = now_seconds() - t0;
     return l;
 }
 
-size_t invalid_utf8_at(const std::string& s) {
-    size_t i = 0;
-    while (i < s.size()) {
-        const unsigned char c = static_cast<unsigned char>(s[i]);
-        size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        if (n == 0 || i + n > s.size()) return i;
-        uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-        for (size_t k = 1; k < n; ++k) {
-            const unsigned char d = static_cast<unsigned char>(s[i + k]);
-            if ((d & 0xC0) != 0x80) return i;
-            cp = cp << 6 | (d & 0x3F);
-        }
-        static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-        i += n;
-    }
-    return std::string::npos;
+void check_vocab(const Tokenizer& tok, const LlamaConfig& c, const std::string& dir) {
+    if (tok.vocab_size() > c.vocab_size)
+        throw Error(dir + "/" + (tok.kind() == "bpe" ? "tokenizer.json" : "tokenizer.model") + ": has " +
+                    std::to_string(tok.vocab_size()) + " tokens but config.json vocab_size is " +
+                    std::to_string(c.vocab_size));
 }
 
 std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given) {

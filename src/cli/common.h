@@ -34,6 +34,7 @@ SamplerParams resolve_sampling(const SamplingOpts& o, bool quiet);
 struct Loaded {
     std::unique_ptr<Model> model;
     std::unique_ptr<Tokenizer> tokenizer;
+    std::vector<int32_t> stop_ids;  // every EOS id (config.json, generation_config.json, the tokenizer)
     double load_seconds = 0;
     int threads = 1;
     int busy_cores = 0;  // without -t: cores other processes kept busy at start, left out of `threads`
@@ -46,12 +47,12 @@ void print_busy_note(const Loaded& l);
 // `samples` readings); sets the team size. True when l.threads changed.
 bool refresh_threads(Loaded& l, int requested, int samples);
 Loaded load(const ModelOpts& o);
+// Error when the tokenizer has more tokens than config.json's vocab_size (the embedding's rows).
+void check_vocab(const Tokenizer& tok, const LlamaConfig& c, const std::string& dir);
 
 // Text of a prompt: -p TEXT or -f FILE ("-" = stdin). Checks it is valid UTF-8.
 std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given);
 
-// Offset of the first byte that is not part of a valid UTF-8 sequence, or npos.
-size_t invalid_utf8_at(const std::string& s);
 
 // Set by SIGINT (Ctrl-C) while installed; a second Ctrl-C exits at once. With restart_io, a read or write
 // that the signal interrupts is restarted (nothing printed is lost); without, it fails with EINTR (so a

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     add(cli::add_perplexity, "perplexity");
     add(cli::add_bench, "bench");
     add(cli::add_inspect, "inspect");
+    add(cli::add_tokenize, "tokenize");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

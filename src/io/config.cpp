@@ -63,6 +63,23 @@ bool get_bool(const json& j, const char* key, const std::string& source, bool fa
     return v->get<bool>();
 }
 
+// eos_token_id: a token id in [0, vocab_size) or a list of them.
+std::vector<int64_t> parse_eos(const json& eos, int64_t vocab_size, const std::string& source) {
+    std::vector<int64_t> ids;
+    auto check = [&](const json& v) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab_size)
+            fail(source, "eos_token_id",
+                 "must be a token id in [0, vocab_size) or a list of them, found " + json_brief(eos));
+        ids.push_back(v.get<int64_t>());
+    };
+    if (eos.is_array()) {
+        for (const json& v : eos) check(v);
+    } else {
+        check(eos);
+    }
+    return ids;
+}
+
 constexpr int64_t kMaxDim = int64_t(1) << 20;    // hidden, FFN, head sizes
 constexpr int64_t kMaxVocab = int64_t(1) << 24;
 constexpr int64_t kMaxLayers = 4096;
@@ -187,19 +204,7 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
         c.bos_token_id = get_int(j, "bos_token_id", source, true, 0, 0, c.vocab_size - 1);
     else c.bos_token_id = -1;
     if (!j.contains("eos_token_id") && c.vocab_size > 2) c.eos_token_id = {2};
-    if (const json* eos = find(j, "eos_token_id")) {
-        auto check = [&](const json& v) {
-            if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c.vocab_size)
-                fail(source, "eos_token_id",
-                     "must be a token id in [0, vocab_size) or a list of them, found " + json_brief(*eos));
-            c.eos_token_id.push_back(v.get<int64_t>());
-        };
-        if (eos->is_array()) {
-            for (const json& v : *eos) check(v);
-        } else {
-            check(*eos);
-        }
-    }
+    if (const json* eos = find(j, "eos_token_id")) c.eos_token_id = parse_eos(*eos, c.vocab_size, source);
     if (const json* act = find(j, "hidden_act")) {
         if (!act->is_string() || act->get<std::string>() != "silu")
             fail(source, "hidden_act", "is " + json_brief(*act) + "; only \"silu\" is supported");
@@ -219,6 +224,16 @@ LlamaConfig load_config(const std::filesystem::path& path) {
     json j = json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) throw Error(path.string() + ": invalid JSON");
     return parse_config(j, path.string());
+}
+
+std::vector<int64_t> load_generation_eos(const std::filesystem::path& dir, int64_t vocab_size) {
+    const std::filesystem::path path = dir / "generation_config.json";
+    std::error_code ec;
+    if (std::filesystem::symlink_status(path, ec).type() == std::filesystem::file_type::not_found) return {};
+    const json j = json::parse(read_file(path), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) throw Error(path.string() + ": invalid JSON (expected an object)");
+    const json* eos = find(j, "eos_token_id");
+    return eos ? parse_eos(*eos, vocab_size, path.string()) : std::vector<int64_t>{};
 }
 
 }  // namespace plainllama

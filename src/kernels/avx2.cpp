@@ -37,8 +37,7 @@ inline __m256 bf16_odd(__m256i v) {
     return _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
 }
 
-// See MicroTile in isa.h. 16 registers: up to 6 rows x 16 columns (12 accumulators) at a time. E: float or F16
-// (BF16 panels are widened first: reading the pairs directly is slower with AVX2).
+// See MicroTile in isa.h. 16 registers: up to 6 rows x 16 columns (12 accumulators) at a time. E: float or F16.
 template <int MR, class E>
 void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* Wp, int64_t ldw, int64_t kc, int64_t nr,
                 bool accumulate) {
@@ -91,7 +90,7 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* W
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
     constexpr bool pairs = Pairs<T>::value;
-    const int64_t Ks = pairs ? (K + 1) / 2 * 2 : K;
+    const int64_t Ks = stored_k(pairs, K);
     for (int64_t p = p0; p < p1; ++p) {
         const T* P = W + p * kNR * Ks;
         const int64_t nr = N - p * kNR < kNR ? N - p * kNR : kNR;
@@ -210,31 +209,26 @@ float sum_stream(const float* p, int64_t n) {
 }
 
 constexpr Kernels kTable = {
-    "avx2",
-    {nullptr, micro_tile<1, float>, micro_tile<2, float>, micro_tile<3, float>, micro_tile<4, float>,
-     micro_tile<5, float>, micro_tile<6, float>, micro_tile<7, float>, micro_tile<8, float>},
-    {nullptr, micro_tile<1, F16>, micro_tile<2, F16>, micro_tile<3, F16>, micro_tile<4, F16>, micro_tile<5, F16>,
-     micro_tile<6, F16>, micro_tile<7, F16>, micro_tile<8, F16>},
-    {},
-    INT64_MAX,  // F16 panels read directly, at any height: faster than widening a block first for every T <= 128
-    0,
-    {},
-    nullptr,
-    matvec<float>,
-    matvec<F16>,
-    matvec<BF16>,
-    pack_block<uint32_t>,
-    pack_block<uint16_t>,
-    widen<F16>,
-    widen<BF16>,
-    widen_bf16_pairs,
-    sum_squares,
-    scale_mul,
-    softmax,
-    silu_mul,
-    add,
-    rope_rotate_half,
-    sum_stream,
+    .name = "avx2",
+    .tile_f32 = PL_TILES(micro_tile, float),
+    .tile_f16 = PL_TILES(micro_tile, F16),
+    .f16_direct_rows = INT64_MAX,  // F16 panels read directly at any height: faster than widening a block first
+    .bf16_direct_rows = 0,         // BF16 pairs are widened first: reading them directly is slower with AVX2
+    .matvec_f32 = matvec<float>,
+    .matvec_f16 = matvec<F16>,
+    .matvec_bf16 = matvec<BF16>,
+    .pack_block32 = pack_block<uint32_t>,
+    .pack_block16 = pack_block<uint16_t>,
+    .widen_f16 = widen<F16>,
+    .widen_bf16 = widen<BF16>,
+    .widen_bf16_pairs = widen_bf16_pairs,
+    .sum_squares = sum_squares,
+    .scale_mul = scale_mul,
+    .softmax = softmax,
+    .silu_mul = silu_mul,
+    .add = add,
+    .rope_rotate_half = rope_rotate_half,
+    .sum_stream = sum_stream,
 };
 
 }  // namespace

@@ -122,7 +122,7 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
 
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
-    const int64_t Ks = Pairs<T>::value ? (K + 1) / 2 * 2 : K;
+    const int64_t Ks = stored_k(Pairs<T>::value, K);
     for (int64_t p = p0; p < p1; ++p) {
         const T* P = W + p * kNR * Ks;
         const int64_t nr = N - p * kNR < kNR ? N - p * kNR : kNR;
@@ -213,16 +213,6 @@ void widen(float* out, const T* src, int64_t n) {
     if (i < n) _mm512_mask_storeu_ps(out + i, tail_mask(n - i), load16(src + i, tail_mask(n - i)));
 }
 
-void widen_bf16_pairs(float* out, const BF16* P, int64_t kc) {
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(P);
-    for (int64_t k = 0; k < kc; k += 2, w += kNR)
-        for (int64_t j = 0; j < kNR; j += 16) {
-            const __m512i v = _mm512_loadu_si512(w + j);
-            _mm512_storeu_ps(out + k * kNR + j, bf16_even(v));
-            _mm512_storeu_ps(out + (k + 1) * kNR + j, bf16_odd(v));  // out has room for an odd kc's pad row
-        }
-}
-
 // Four independent accumulators, so the adds' latency does not limit the loads.
 float sum_stream(const float* p, int64_t n) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -239,42 +229,34 @@ float sum_stream(const float* p, int64_t n) {
     return s;
 }
 
-#define PL_TILES(f, E) \
-    { nullptr, f<1, E>, f<2, E>, f<3, E>, f<4, E>, f<5, E>, f<6, E>, f<7, E>, f<8, E> }
-
-// 16-bit panels read directly: F16 in tiles of up to 48 rows (below that few rows cannot repay widening a block
-// first; above it the widened f32 block is faster), BF16 pairs at any height.
 constexpr Kernels kTable = {
-    "avx512",
-    PL_TILES(micro_tile, float),
-    PL_TILES(micro_tile, F16),
-    PL_TILES(micro_tile, BF16),
-    48,
-    INT64_MAX,
-    {},
-    nullptr,
-    matvec<float>,
-    matvec<F16>,
-    matvec<BF16>,
-    pack_block<uint32_t>,
-    pack_block<uint16_t>,
-    widen<F16>,
-    widen<BF16>,
-    widen_bf16_pairs,
-    sum_squares,
-    scale_mul,
-    softmax,
-    silu_mul,
-    add,
-    rope_rotate_half,
-    sum_stream,
+    .name = "avx512",
+    .tile_f32 = PL_TILES(micro_tile, float),
+    // F16 panels read directly in tiles of up to 48 rows (below that, few rows cannot repay widening a block first;
+    // above it the widened f32 block is faster); BF16 pairs at any height, so they are never widened.
+    .tile_f16 = PL_TILES(micro_tile, F16),
+    .f16_direct_rows = 48,
+    .tile_bf16 = PL_TILES(micro_tile, BF16),
+    .bf16_direct_rows = INT64_MAX,
+    .matvec_f32 = matvec<float>,
+    .matvec_f16 = matvec<F16>,
+    .matvec_bf16 = matvec<BF16>,
+    .pack_block32 = pack_block<uint32_t>,
+    .pack_block16 = pack_block<uint16_t>,
+    .widen_f16 = widen<F16>,
+    .widen_bf16 = widen<BF16>,
+    .sum_squares = sum_squares,
+    .scale_mul = scale_mul,
+    .softmax = softmax,
+    .silu_mul = silu_mul,
+    .add = add,
+    .rope_rotate_half = rope_rotate_half,
+    .sum_stream = sum_stream,
 };
 
 constexpr Kernels with_bf16_dot(Kernels k) {
     k.name = "avx512_bf16";
-    const DotTile dot[kMRMax + 1] = {nullptr,           micro_tile_dot<1>, micro_tile_dot<2>,
-                                     micro_tile_dot<3>, micro_tile_dot<4>, micro_tile_dot<5>,
-                                     micro_tile_dot<6>, micro_tile_dot<7>, micro_tile_dot<8>};
+    const DotTile dot[kMRMax + 1] = PL_TILES(micro_tile_dot);
     for (int i = 0; i <= kMRMax; ++i) k.tile_bf16_dot[i] = dot[i];
     k.round_bf16_pairs = round_bf16_pairs;
     return k;

@@ -15,6 +15,7 @@
 // (the scalar table: multiply then add), lanes along the outputs, so a result does not depend on T, the tile or
 // the thread that computed it.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 namespace plainllama::isa {
@@ -39,6 +40,14 @@ struct Pairs<BF16> {
     static constexpr bool value = true;
 };
 
+// The packed layout: panels of kNR rows, each [stored_k][kNR] (pairs: [stored_k / 2][kNR][2]).
+constexpr int64_t n_panels(int64_t N) { return (N + kNR - 1) / kNR; }
+constexpr int64_t stored_k(bool pairs, int64_t K) { return pairs ? (K + 1) / 2 * 2 : K; }  // pairs round K up
+// Where W[kNR p + j, k] sits inside panel p: [k][j], or [k/2][j][k%2] for pairs.
+constexpr int64_t panel_index(bool pairs, int64_t k, int64_t j) {
+    return pairs ? k / 2 * 2 * kNR + j * 2 + k % 2 : k * kNR + j;
+}
+
 // out[i, j] (+)= sum_{k < kc} x[i * ldx + k] * W[k, j]   for i < MR, j < nr <= kNR, W[k, j] at Wp[k * ldw + j]:
 // f32 with any ldw (a panel, a widened block, a row-major B: a partial row-major block is read masked), or a
 // packed 16-bit panel (ldw == kNR; BF16 as pairs) read straight and widened in registers. A panel is read whole
@@ -54,48 +63,64 @@ template <class E>
 using Matvec = void (*)(float* out, const float* x, const E* W, int64_t N, int64_t K, int64_t p0, int64_t p1);
 
 struct Kernels {
-    const char* name;
+    const char* name = {};
 
-    MicroTile<float> tile_f32[kMRMax + 1];  // indexed by MR ([0] unused)
-    // Prefill tiles of at most *_direct_rows rows read a 16-bit panel straight; taller ones (or every tile when
-    // the table has none) widen each panel block into an f32 buffer first.
-    MicroTile<F16> tile_f16[kMRMax + 1];
-    MicroTile<BF16> tile_bf16[kMRMax + 1];
-    int64_t f16_direct_rows, bf16_direct_rows;
+    MicroTile<float> tile_f32[kMRMax + 1] = {};  // indexed by MR ([0] unused)
+    // Prefill tiles of at most f16_direct_rows (bf16_direct_rows) token rows read a 16-bit panel straight with these
+    // tiles; taller ones widen each panel block into an f32 buffer first. 0: always widen (no tiles needed).
+    MicroTile<F16> tile_f16[kMRMax + 1] = {};
+    int64_t f16_direct_rows = {};
+    MicroTile<BF16> tile_bf16[kMRMax + 1] = {};
+    int64_t bf16_direct_rows = {};
     // BF16 weights, prefill unless exact: x rounded to BF16 pairs and vdpbf16ps; null without AVX512_BF16.
-    DotTile tile_bf16_dot[kMRMax + 1];
-    void (*round_bf16_pairs)(uint32_t* dst, const float* x, int64_t K);  // [ceil(K/2)] words; odd K pads 0
+    DotTile tile_bf16_dot[kMRMax + 1] = {};
+    void (*round_bf16_pairs)(uint32_t* dst, const float* x, int64_t K) = {};  // [ceil(K/2)] words; odd K pads 0
 
-    Matvec<float> matvec_f32;
-    Matvec<F16> matvec_f16;
-    Matvec<BF16> matvec_bf16;
+    Matvec<float> matvec_f32 = {};
+    Matvec<F16> matvec_f16 = {};
+    Matvec<BF16> matvec_bf16 = {};
 
     // Rows n0 .. n0+nr-1 (nr <= kNR), columns k0 .. k0+kc-1 of a row-major [*, K] matrix of 32- or 16-bit
     // elements, transposed into Wp [kc][kNR]; rows past nr are zero. Bits are moved, never converted.
-    void (*pack_block32)(uint32_t* Wp, const uint32_t* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc);
-    void (*pack_block16)(uint16_t* Wp, const uint16_t* W, int64_t K, int64_t n0, int64_t nr, int64_t k0, int64_t kc);
+    void (*pack_block32)(uint32_t* Wp, const uint32_t* W, int64_t K, int64_t n0, int64_t nr, int64_t k0,
+                         int64_t kc) = {};
+    void (*pack_block16)(uint16_t* Wp, const uint16_t* W, int64_t K, int64_t n0, int64_t nr, int64_t k0,
+                         int64_t kc) = {};
 
-    void (*widen_f16)(float* out, const F16* src, int64_t n);    // out[i] = float(src[i]), exact
-    void (*widen_bf16)(float* out, const BF16* src, int64_t n);  // out[i] = float(src[i]), exact
+    void (*widen_f16)(float* out, const F16* src, int64_t n) = {};    // out[i] = float(src[i]), exact
+    void (*widen_bf16)(float* out, const BF16* src, int64_t n) = {};  // out[i] = float(src[i]), exact
     // A BF16 panel block of kc k (pairs, starting at an even k) as f32 [kc][kNR]; out has room for an even kc.
-    void (*widen_bf16_pairs)(float* out, const BF16* P, int64_t kc);
+    // Null when bf16_direct_rows covers every tile.
+    void (*widen_bf16_pairs)(float* out, const BF16* P, int64_t kc) = {};
 
     // Element-wise, over one row or one thread's share (the callers split the work over threads).
-    double (*sum_squares)(const float* x, int64_t n);                                 // in double
-    void (*scale_mul)(float* y, const float* x, float s, const float* w, int64_t n);  // y = x * s * w
-    void (*softmax)(float* x, int64_t n, float scale);
-    void (*silu_mul)(float* g, const float* u, int64_t n);
-    void (*add)(float* y, const float* x, int64_t n);
-    void (*rope_rotate_half)(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin);
-    // sum(p[0 .. n)) with streaming loads, for the bandwidth test: p 64-byte aligned, n a multiple of 64.
-    float (*sum_stream)(const float* p, int64_t n);
+    double (*sum_squares)(const float* x, int64_t n) = {};                                 // in double
+    void (*scale_mul)(float* y, const float* x, float s, const float* w, int64_t n) = {};  // y = x * s * w
+    void (*softmax)(float* x, int64_t n, float scale) = {};
+    void (*silu_mul)(float* g, const float* u, int64_t n) = {};
+    void (*add)(float* y, const float* x, int64_t n) = {};
+    void (*rope_rotate_half)(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) = {};
+    // sum(p[0 .. n)) with independent accumulators, for the bandwidth test: p 64-byte aligned, n a multiple of 64.
+    float (*sum_stream)(const float* p, int64_t n) = {};
 };
+
+// A table of register tiles {nullptr, f<1, ...>, ..., f<kMRMax, ...>} from a micro-kernel template f<MR, ...>.
+#define PL_TILES(f, ...)                                                                                            \
+    {                                                                                                               \
+        nullptr, f<1 __VA_OPT__(, ) __VA_ARGS__>, f<2 __VA_OPT__(, ) __VA_ARGS__>, f<3 __VA_OPT__(, ) __VA_ARGS__>, \
+            f<4 __VA_OPT__(, ) __VA_ARGS__>, f<5 __VA_OPT__(, ) __VA_ARGS__>, f<6 __VA_OPT__(, ) __VA_ARGS__>,      \
+            f<7 __VA_OPT__(, ) __VA_ARGS__>, f<8 __VA_OPT__(, ) __VA_ARGS__>                                        \
+    }
+static_assert(kMRMax == 8, "PL_TILES lists the tiles 1 .. kMRMax");
 
 // The tables of the ISA files; the AVX ones only for a CPU that runs them (see dispatch.cpp).
 const Kernels& scalar_kernels();
 const Kernels& avx2_kernels();         // AVX2 + FMA + F16C (x86-64-v3)
 const Kernels& avx512_kernels();       // AVX-512 F, BW, CD, DQ, VL (x86-64-v4)
 const Kernels& avx512_bf16_kernels();  // the same with AVX512_BF16's vdpbf16ps for BF16 prefill
+
+// A per-thread buffer of at least n floats, 64-byte aligned, kept between calls (for the code around the tables).
+float* thread_buffer(size_t n);
 
 // The table in use (chosen at the first call: PLAINLLAMA_KERNELS, else the best this CPU supports).
 const Kernels& active();

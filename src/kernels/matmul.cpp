@@ -30,19 +30,7 @@ static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
 constexpr int64_t kMR = 6, kKC = 2048;
 static_assert(kKC % 2 == 0, "BF16 pairs must not straddle K blocks");
 
-// A per-thread buffer of at least n floats, 64-byte aligned, kept between calls.
-float* thread_buffer(size_t n) {
-    static thread_local std::vector<float> buf;
-    if (buf.size() < n + 16) buf.resize(n + 16);
-    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
-}
-
-int64_t n_panels(int64_t N) { return (N + kPanel - 1) / kPanel; }
-// Stored k extent of a packed panel: BF16 pairs round K up to even.
-template <class T>
-int64_t stored_k(int64_t K) {
-    return isa::Pairs<T>::value ? (K + 1) / 2 * 2 : K;
-}
+using isa::n_panels;
 
 // f(t, mr) for register tiles of rows t .. t+mr-1 covering t0 .. t1-1: kMR rows at a time, the last kMR + r
 // (0 < r < kMR) as one tile of 7-8 rows or two of 4-6, never a thin 1-3 row tile (per row, thin tiles cost more: the
@@ -113,8 +101,8 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
 // The table's direct tiles for 16-bit panels of T, and the tallest tile they take (0: always widen).
 const MicroTile<F16>* direct_tiles(const Kernels& ks, const F16*) { return ks.tile_f16; }
 const MicroTile<BF16>* direct_tiles(const Kernels& ks, const BF16*) { return ks.tile_bf16; }
-int64_t direct_rows(const Kernels& ks, const F16*) { return ks.tile_f16[1] ? ks.f16_direct_rows : 0; }
-int64_t direct_rows(const Kernels& ks, const BF16*) { return ks.tile_bf16[1] ? ks.bf16_direct_rows : 0; }
+int64_t direct_rows(const Kernels& ks, const F16*) { return ks.f16_direct_rows; }
+int64_t direct_rows(const Kernels& ks, const BF16*) { return ks.bf16_direct_rows; }
 
 // A panel block [k0, k0 + kc) of packed panel P as f32 [kc][kNR] in buf (16-bit values widen exactly).
 void widen_block(const Kernels& ks, float* buf, const F16* P, int64_t k0, int64_t kc) {
@@ -130,7 +118,7 @@ void widen_block(const Kernels& ks, float* buf, const BF16* P, int64_t k0, int64
 template <class T>
 void gemm_tile(const Kernels& ks, float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t t0, int64_t t1,
                int64_t n0, int64_t nr) {
-    const T* P = W + n0 * stored_k<T>(K);
+    const T* P = W + n0 * isa::stored_k(isa::Pairs<T>::value, K);
     for (int64_t k0 = 0; k0 < K; k0 += kKC) {
         const int64_t kc = std::min(kKC, K - k0);
         if constexpr (std::is_same_v<T, float>) {
@@ -138,7 +126,7 @@ void gemm_tile(const Kernels& ks, float* out, const float* x, const T* W, int64_
         } else if (t1 - t0 <= direct_rows(ks, P)) {
             tile_rows(direct_tiles(ks, P), out, N, x, K, P + k0 * kNR, kNR, t0, t1, n0, nr, k0, kc);
         } else {
-            float* buf = thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
+            float* buf = isa::thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
             widen_block(ks, buf, P, k0, kc);
             tile_rows(ks.tile_f32, out, N, x, K, static_cast<const float*>(buf), kNR, t0, t1, n0, nr, k0, kc);
         }
@@ -203,6 +191,12 @@ void gemm_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float
 }
 
 }  // namespace
+
+float* isa::thread_buffer(size_t n) {
+    static thread_local std::vector<float> buf;
+    if (buf.size() < n + 16) buf.resize(n + 16);
+    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
+}
 
 void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact) {
     const MatmulJob job{out, &W};

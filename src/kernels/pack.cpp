@@ -12,19 +12,18 @@
 namespace plainllama {
 namespace {
 
-int64_t n_panels(int64_t N) { return (N + kPanel - 1) / kPanel; }
-// Stored k extent of a packed panel: BF16 pairs round K up to even.
-int64_t stored_k(DType t, int64_t K) { return t == DType::BF16 ? (K + 1) / 2 * 2 : K; }
+using isa::n_panels;
+int64_t stored_k(DType t, int64_t K) { return isa::stored_k(t == DType::BF16, K); }
 
 // BF16 whose rows are not 32-bit aligned (odd K, or a tensor at an address = 2 mod 4): the pairs are
-// assembled one value at a time, W[kPanel p + j, k] at [k/2][j][k%2] of panel p.
+// assembled one value at a time.
 void pack_bf16_by_value(uint16_t* dst, const uint16_t* W, int64_t N, int64_t K) {
     const int64_t Ks = stored_k(DType::BF16, K);
     for (int64_t p = 0; p < n_panels(N); ++p)
         for (int64_t j = 0; j < kPanel; ++j)
             for (int64_t k = 0; k < Ks; ++k) {
                 const int64_t r = p * kPanel + j;
-                dst[p * kPanel * Ks + k / 2 * 2 * kPanel + j * 2 + k % 2] = r < N && k < K ? W[r * K + k] : 0;
+                dst[p * kPanel * Ks + isa::panel_index(true, k, j)] = r < N && k < K ? W[r * K + k] : 0;
             }
 }
 

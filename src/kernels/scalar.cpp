@@ -30,22 +30,16 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const floa
         for (int64_t j = 0; j < nr; ++j) out[i * ldo + j] = acc[i][j];
 }
 
-// W[kNR p + j, k] inside panel p: [k][j], or [k/2][j][k%2] for BF16 pairs.
-template <class T>
-inline int64_t panel_at(int64_t k, int64_t j) {
-    return Pairs<T>::value ? k / 2 * 2 * kNR + j * 2 + k % 2 : k * kNR + j;
-}
-
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
-    const int64_t Ks = Pairs<T>::value ? (K + 1) / 2 * 2 : K;
+    const int64_t Ks = stored_k(Pairs<T>::value, K);
     for (int64_t p = p0; p < p1; ++p) {
         const T* P = W + p * kNR * Ks;
         const int64_t nr = N - p * kNR < kNR ? N - p * kNR : kNR;
         float acc[kNR] = {};
         for (int64_t k = 0; k < K; ++k) {
             const float xv = x[k];
-            for (int64_t j = 0; j < kNR; ++j) acc[j] += xv * to_f32(P[panel_at<T>(k, j)]);
+            for (int64_t j = 0; j < kNR; ++j) acc[j] += xv * to_f32(P[panel_index(Pairs<T>::value, k, j)]);
         }
         for (int64_t j = 0; j < nr; ++j) out[p * kNR + j] = acc[j];
     }
@@ -68,7 +62,7 @@ void widen(float* out, const T* src, int64_t n) {
 
 void widen_bf16_pairs(float* out, const BF16* P, int64_t kc) {
     for (int64_t k = 0; k < kc; ++k)
-        for (int64_t j = 0; j < kNR; ++j) out[k * kNR + j] = to_f32(P[panel_at<BF16>(k, j)]);
+        for (int64_t j = 0; j < kNR; ++j) out[k * kNR + j] = to_f32(P[panel_index(true, k, j)]);
 }
 
 float sum_stream(const float* p, int64_t n) {
@@ -79,30 +73,25 @@ float sum_stream(const float* p, int64_t n) {
 }
 
 constexpr Kernels kTable = {
-    "scalar",
-    {nullptr, micro_tile<1>, micro_tile<2>, micro_tile<3>, micro_tile<4>, micro_tile<5>, micro_tile<6>, micro_tile<7>,
-     micro_tile<8>},
-    {},
-    {},
-    0,
-    0,
-    {},
-    nullptr,
-    matvec<float>,
-    matvec<F16>,
-    matvec<BF16>,
-    pack_block<uint32_t>,
-    pack_block<uint16_t>,
-    widen<F16>,
-    widen<BF16>,
-    widen_bf16_pairs,
-    sum_squares,
-    scale_mul,
-    softmax,
-    silu_mul,
-    add,
-    rope_rotate_half,
-    sum_stream,
+    .name = "scalar",
+    .tile_f32 = PL_TILES(micro_tile),
+    .f16_direct_rows = 0,  // 16-bit panels always widened first: converting each value at every use costs more
+    .bf16_direct_rows = 0,
+    .matvec_f32 = matvec<float>,
+    .matvec_f16 = matvec<F16>,
+    .matvec_bf16 = matvec<BF16>,
+    .pack_block32 = pack_block<uint32_t>,
+    .pack_block16 = pack_block<uint16_t>,
+    .widen_f16 = widen<F16>,
+    .widen_bf16 = widen<BF16>,
+    .widen_bf16_pairs = widen_bf16_pairs,
+    .sum_squares = sum_squares,
+    .scale_mul = scale_mul,
+    .softmax = softmax,
+    .silu_mul = silu_mul,
+    .add = add,
+    .rope_rotate_half = rope_rotate_half,
+    .sum_stream = sum_stream,
 };
 
 }  // namespace

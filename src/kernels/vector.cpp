@@ -19,13 +19,6 @@ void narrow(void* out, const float* src, DType t, int64_t n) {
     for (int64_t i = 0; i < n; ++i) o[i] = t == DType::F16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
 }
 
-// A per-thread row of at least n floats.
-float* thread_row(size_t n) {
-    static thread_local std::vector<float> row;
-    if (row.size() < n) row.resize(n);
-    return row.data();
-}
-
 // f(begin, end) over [0, n) in pieces of `piece`, over the threads when n >= threshold.
 template <class F>
 void split(int64_t n, int64_t piece, int64_t threshold, const F& f) {
@@ -52,7 +45,7 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
             xr = static_cast<const float*>(x) + r * n;
             yr = static_cast<float*>(y) + r * n;
         } else {
-            yr = thread_row(size_t(n));
+            yr = isa::thread_buffer(size_t(n));
             convert_to_f32(yr, static_cast<const uint8_t*>(x) + size_t(r * n) * es, xt, n);
             xr = yr;
         }

@@ -52,9 +52,14 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
     return st;
 }
 
-std::vector<int32_t> eos_ids(const LlamaConfig& c, const Tokenizer& tok) {
-    std::vector<int32_t> ids(c.eos_token_id.begin(), c.eos_token_id.end());
-    if (tok.eos_id() >= 0 && std::find(ids.begin(), ids.end(), tok.eos_id()) == ids.end()) ids.push_back(tok.eos_id());
+std::vector<int32_t> eos_ids(const LlamaConfig& c, const Tokenizer& tok, const std::vector<int64_t>& generation_eos) {
+    std::vector<int32_t> ids;
+    auto add = [&](int64_t id) {
+        if (id >= 0 && std::find(ids.begin(), ids.end(), int32_t(id)) == ids.end()) ids.push_back(int32_t(id));
+    };
+    for (int64_t id : c.eos_token_id) add(id);
+    for (int64_t id : generation_eos) add(id);
+    add(tok.eos_id());
     return ids;
 }
 

@@ -65,7 +65,7 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
         for (int64_t i = 0; i < batch; ++i) {
             try {
                 std::vector<int32_t> chunk(tokens.begin() + (c0 + i) * n_ctx, tokens.begin() + (c0 + i + 1) * n_ctx);
-                chunk[0] = bos;
+                if (bos >= 0) chunk[0] = bos;
                 Context& ctx = *ctxs[size_t(i)];
                 ctx.reset();
                 const float* logits = ctx.eval(chunk, /*all_logits=*/true, abort);

@@ -56,8 +56,11 @@ std::string cpu_simd_flags() {
     static const char* wanted[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
                                    "avx512_fp16", "amx_bf16", "amx_tile"};
     std::string out;
-    for (const char* w : wanted)
-        if (have.count(w)) out += (out.empty() ? "" : " ") + std::string(w);
+    for (const char* w : wanted) {
+        if (!have.count(w)) continue;
+        if (!out.empty()) out += ' ';
+        out += w;
+    }
     return out;
 }
 

@@ -45,6 +45,9 @@ struct LlamaConfig {
 // Parses and validates; `source` names the file in error messages.
 LlamaConfig parse_config(const nlohmann::json& j, const std::string& source);
 LlamaConfig load_config(const std::filesystem::path& config_json);
+// generation_config.json's eos_token_id in model folder `dir` (an int or a list, each in [0, vocab_size)); {} when
+// the file or the field is absent or null.
+std::vector<int64_t> load_generation_eos(const std::filesystem::path& dir, int64_t vocab_size);
 
 // v as one line of JSON of at most 80 characters, for an error message. Only small values are serialised
 // (a hostile file may nest arrays a million deep, and dump() recurses), larger ones are described.

@@ -27,7 +27,8 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
 //   "avx2"         AVX2 + FMA + F16C
 //   "scalar"       portable C++, any x86-64
 std::vector<std::string> kernel_variants();  // those this CPU runs, best first
-// The variant in use; the first call chooses it (UsageError for a PLAINLLAMA_KERNELS this CPU cannot run).
+// The variant in use; the first call chooses it (UsageError for a PLAINLLAMA_KERNELS this CPU cannot run). Call it
+// before kernels run inside a parallel region of your own: an error thrown there would end the process.
 const char* kernels_isa();
 // Every kernel call from now on runs `name` (UsageError when unknown or not supported); not while kernels run.
 void use_kernels(const std::string& name);

@@ -31,7 +31,8 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
                        int64_t n_predict, const std::vector<int32_t>& stop_ids, const OnToken& on_token,
                        const std::atomic<bool>* stop = nullptr);
 
-// EOS ids of a model: config.json's eos_token_id list plus the tokenizer's EOS.
-std::vector<int32_t> eos_ids(const LlamaConfig& c, const Tokenizer& tok);
+// EOS ids of a model, each once: config.json's eos_token_id list, generation_config.json's (see
+// load_generation_eos), and the tokenizer's EOS.
+std::vector<int32_t> eos_ids(const LlamaConfig& c, const Tokenizer& tok, const std::vector<int64_t>& generation_eos = {});
 
 }  // namespace plainllama

@@ -27,8 +27,8 @@ using PerplexityProgress = std::function<void(int64_t index, int64_t total, cons
 // -log p(target | logits) computed directly as max + log(sum(exp(l - max))) - l[target], in double.
 double token_nll(const float* logits, int64_t n_vocab, int32_t target);
 
-// llama.cpp's method. `tokens` is the whole text with BOS prepended; chunks of n_ctx tokens (at most
-// max_chunks when > 0), each chunk's first token replaced by `bos`, evaluated as one batch; the NLL of
+// llama.cpp's method. `tokens` is the whole text (with BOS first when the tokenizer adds one); chunks of n_ctx tokens (at most
+// max_chunks when > 0), each chunk's first token replaced by `bos` (unless -1), evaluated as one batch; the NLL of
 // tokens n_ctx/2+1 .. n_ctx-1 of each chunk is scored. Needs at least 2 * n_ctx tokens.
 PerplexityResult perplexity_chunks(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
                                    int64_t max_chunks, const PerplexityProgress& progress = nullptr,

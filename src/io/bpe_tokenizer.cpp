@@ -1,0 +1,516 @@
+#include "plainllama/io/bpe_tokenizer.h"
+
+#include <oniguruma.h>
+
+#include <algorithm>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <queue>
+#include <string_view>
+#include <unordered_map>
+
+#include "plainllama/io/file.h"
+#include "plainllama/io/utf8.h"
+#include "plainllama/sys/error.h"
+
+namespace plainllama {
+
+namespace {
+
+using json = nlohmann::json;
+
+// GPT-2's pre-tokenizer pattern: what ByteLevel's use_regex runs.
+const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// GPT-2's byte-to-unicode alphabet: printable bytes stand for themselves, the others for 256 + n in byte order.
+struct ByteAlphabet {
+    uint32_t cp[256];    // byte -> code point (< 324)
+    int16_t byte[324];   // code point -> byte, -1 for none
+    ByteAlphabet() {
+        std::fill(std::begin(byte), std::end(byte), int16_t(-1));
+        uint32_t n = 0;
+        for (uint32_t b = 0; b < 256; ++b) {
+            const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+            cp[b] = printable ? b : 256 + n++;
+            byte[cp[b]] = int16_t(b);
+        }
+    }
+};
+const ByteAlphabet& alphabet() {
+    static const ByteAlphabet a;
+    return a;
+}
+
+// The bytes a token's text stands for: each character through the alphabet, or the text itself when a character
+// is outside it (as HF's ByteLevel decoder does, for added tokens such as "<|eot_id|>" written in plain text).
+std::string token_bytes(const std::string& text) {
+    const ByteAlphabet& a = alphabet();
+    std::string out;
+    for (size_t i = 0; i < text.size();) {
+        const unsigned char c = static_cast<unsigned char>(text[i]);
+        const size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+        for (size_t k = 1; k < n && i + k < text.size(); ++k)
+            cp = cp << 6 | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+        if (cp >= 324 || a.byte[cp] < 0) return text;
+        out += char(a.byte[cp]);
+        i += n;
+    }
+    return out;
+}
+
+// A compiled Oniguruma regex (UTF-8, Ruby syntax: HF tokenizers' defaults).
+class Regex {
+   public:
+    Regex(const std::string& pattern, const std::string& where) {
+        static std::once_flag once;
+        std::call_once(once, [] {
+            OnigEncoding enc = ONIG_ENCODING_UTF8;
+            onig_initialize(&enc, 1);
+        });
+        OnigErrorInfo info;
+        const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
+        const int r = onig_new(&re_, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_DEFAULT,
+                               &info);
+        if (r != ONIG_NORMAL) {
+            OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
+            onig_error_code_to_str(msg, r, &info);
+            throw Error(where + ": the regex does not compile: " + reinterpret_cast<const char*>(msg));
+        }
+    }
+    ~Regex() { onig_free(re_); }
+    Regex(const Regex&) = delete;
+    Regex& operator=(const Regex&) = delete;
+
+    // The first match in s[from, size): [*begin, *end), false when none.
+    bool search(const std::string& s, size_t from, size_t* begin, size_t* end, OnigRegion* region) const {
+        const auto* str = reinterpret_cast<const OnigUChar*>(s.data());
+        const int r = onig_search(re_, str, str + s.size(), str + from, str + s.size(), region, ONIG_OPTION_NONE);
+        if (r < 0) return false;
+        *begin = size_t(region->beg[0]);
+        *end = size_t(region->end[0]);
+        return true;
+    }
+
+   private:
+    OnigRegex re_ = nullptr;
+};
+
+// A pre-tokenizer Split step: the matches of a regex (or of a literal string) and the text between them, each a
+// piece of its own ("Isolated").
+struct SplitStep {
+    std::unique_ptr<Regex> regex;
+    std::string literal;
+};
+
+const json& field(const json& j, const char* key, const std::string& where) {
+    if (!j.is_object() || !j.contains(key)) throw Error(where + ": '" + key + "' is missing");
+    return j[key];
+}
+std::string type_of(const json& j, const std::string& where) {
+    const json& t = field(j, "type", where);
+    if (!t.is_string()) throw Error(where + ".type must be a string");
+    return t.get<std::string>();
+}
+bool flag(const json& j, const char* key, bool fallback) {
+    return j.contains(key) && j[key].is_boolean() ? j[key].get<bool>() : fallback;
+}
+
+struct Merge {
+    int32_t rank, id;
+};
+uint64_t pair_key(int32_t a, int32_t b) { return uint64_t(uint32_t(a)) << 32 | uint32_t(b); }
+
+}  // namespace
+
+struct BpeTokenizer::Impl {
+    std::string source;                             // tokenizer.json's path, for messages
+    std::vector<std::string> pieces;                // [vocab_size] the entry as stored (sized once: ids views them)
+    std::unordered_map<std::string_view, int32_t> ids;  // entry (vocabulary or added token text) -> id
+    std::vector<std::string> bytes;                 // [vocab_size] the bytes it stands for
+    std::unordered_map<uint64_t, Merge> merges;     // (left id, right id) -> rank, merged id
+    int32_t byte_id[256] = {};                      // the token of each single byte
+    bool ignore_merges = false;
+    std::vector<SplitStep> splits;
+    std::vector<SpecialToken> specials;             // added tokens marked special
+    std::vector<SpecialToken> matched;              // added tokens not special: matched in the text
+    std::vector<int32_t> prefix;                    // the post-processor's tokens before the text
+    int32_t bos = -1, eos = -1;
+    bool config_add_bos = false;
+
+    void load_model(const json& model, const json& added);
+    void load_pre_tokenizer(const json& pre, const std::string& where);
+    void load_post_processor(const json& post, const std::string& where);
+    // Appends the ids of one pre-token (its bytes).
+    void bpe(const std::string& word, std::vector<int32_t>* out) const;
+    void encode_text(const std::string& text, std::vector<int32_t>* out,
+                     std::unordered_map<std::string, std::vector<int32_t>>* cache) const;
+};
+
+void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
+    const std::string where = "model";
+    const std::string type = type_of(model, where);
+    if (type != "BPE") throw Error(where + ".type is \"" + type + "\"; only \"BPE\" is supported");
+    if (flag(model, "byte_fallback", false)) throw Error(where + ".byte_fallback: not supported (byte-level BPE only)");
+    if (model.contains("dropout") && !model["dropout"].is_null())
+        throw Error(where + ".dropout: not supported (expected null)");
+    for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
+        if (model.contains(affix) && !model[affix].is_null() && model[affix] != "")
+            throw Error(where + "." + affix + ": not supported (expected null)");
+    ignore_merges = flag(model, "ignore_merges", false);
+
+    // Every entry, vocabulary and added tokens, into pieces (sized first: ids holds views of its strings).
+    const json& vocab = field(model, "vocab", where);
+    if (!vocab.is_object()) throw Error(where + ".vocab must be an object {token: id}");
+    if (!added.is_array()) throw Error("added_tokens must be an array");
+    int64_t max_id = -1;
+    auto check_id = [&](const json& id, const std::string& at) {
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t(1) << 24))
+            throw Error(at + ": expected an id in [0, 2^24)");
+        max_id = std::max(max_id, id.get<int64_t>());
+    };
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) check_id(*it, where + ".vocab[\"" + it.key() + "\"]");
+    for (size_t i = 0; i < added.size(); ++i) {
+        const json& a = added[i];
+        const std::string at = "added_tokens[" + std::to_string(i) + "]";
+        if (!a.is_object() || !a.contains("id") || !a.contains("content") || !a["content"].is_string() ||
+            a["content"] == "")
+            throw Error(at + ": expected {\"id\": integer, \"content\": non-empty string, ...}");
+        check_id(a["id"], at + ".id");
+        for (const char* f : {"lstrip", "rstrip", "single_word"})
+            if (flag(a, f, false)) throw Error(at + "." + f + ": true is not supported");
+    }
+    pieces.resize(size_t(max_id + 1));
+    bytes.resize(size_t(max_id + 1));
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) pieces[it->get<size_t>()] = it.key();
+    for (const json& a : added) {
+        const int32_t id = a["id"].get<int32_t>();
+        pieces[size_t(id)] = a["content"].get<std::string>();
+        (flag(a, "special", false) ? specials : matched).push_back({id, pieces[size_t(id)]});
+    }
+    std::sort(matched.begin(), matched.end(),  // longest first: the longest match wins
+              [](const SpecialToken& a, const SpecialToken& b) { return a.text.size() > b.text.size(); });
+    ids.reserve(pieces.size());
+    for (size_t id = 0; id < pieces.size(); ++id) {
+        if (pieces[id].empty()) throw Error("token id " + std::to_string(id) + " has no entry");
+        bytes[id] = token_bytes(pieces[id]);
+        ids.emplace(std::string_view(pieces[id]), int32_t(id));
+    }
+    for (int b = 0; b < 256; ++b) {
+        std::string ch;
+        append_utf8(ch, alphabet().cp[b]);
+        const auto it = ids.find(ch);
+        if (it == ids.end())
+            throw Error(where + ".vocab lacks the token of byte " + std::to_string(b) + " (not a byte-level BPE)");
+        byte_id[b] = it->second;
+    }
+
+    const json& m = field(model, "merges", where);
+    if (!m.is_array()) throw Error(where + ".merges must be an array");
+    merges.reserve(m.size());
+    std::string ab;
+    for (size_t r = 0; r < m.size(); ++r) {
+        std::string_view a, b;
+        if (m[r].is_string()) {  // "a b"
+            const std::string& line = m[r].get_ref<const std::string&>();
+            const size_t sp = line.find(' ');
+            if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos)
+                throw Error(where + ".merges[" + std::to_string(r) + "] must be two tokens separated by a space");
+            a = std::string_view(line).substr(0, sp);
+            b = std::string_view(line).substr(sp + 1);
+        } else if (m[r].is_array() && m[r].size() == 2 && m[r][0].is_string() && m[r][1].is_string()) {  // [a, b]
+            a = m[r][0].get_ref<const std::string&>();
+            b = m[r][1].get_ref<const std::string&>();
+        } else {
+            throw Error(where + ".merges[" + std::to_string(r) + "] must be \"a b\" or [a, b]");
+        }
+        ab.assign(a);
+        ab += b;
+        const auto ia = ids.find(a), ib = ids.find(b), iab = ids.find(ab);
+        if (ia == ids.end() || ib == ids.end() || iab == ids.end())
+            throw Error(where + ".merges[" + std::to_string(r) + "]: a token of \"" + std::string(a) + " " +
+                        std::string(b) + "\" or their merge is not in the vocabulary");
+        merges.emplace(pair_key(ia->second, ib->second), Merge{int32_t(r), iab->second});  // the first rank wins
+    }
+}
+
+void BpeTokenizer::Impl::load_pre_tokenizer(const json& pre, const std::string& where) {
+    const std::string type = type_of(pre, where);
+    std::vector<std::pair<const json*, std::string>> steps;
+    if (type == "Sequence") {
+        const json& list = field(pre, "pretokenizers", where);
+        if (!list.is_array()) throw Error(where + ".pretokenizers must be an array");
+        for (size_t i = 0; i < list.size(); ++i)
+            steps.push_back({&list[i], where + ".pretokenizers[" + std::to_string(i) + "]"});
+    } else {
+        steps.push_back({&pre, where});
+    }
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const json& s = *steps[i].first;
+        const std::string& at = steps[i].second;
+        const std::string t = type_of(s, at);
+        if (t == "Split") {
+            if (i + 1 == steps.size()) throw Error(at + ": a Split must come before the ByteLevel step");
+            const json& behavior = field(s, "behavior", at);
+            if (behavior != "Isolated")
+                throw Error(at + ".behavior is " + behavior.dump() + "; only \"Isolated\" is supported");
+            if (flag(s, "invert", false)) throw Error(at + ".invert: true is not supported");
+            const json& pattern = field(s, "pattern", at);
+            SplitStep step;
+            if (pattern.contains("Regex") && pattern["Regex"].is_string())
+                step.regex = std::make_unique<Regex>(pattern["Regex"].get<std::string>(), source + ": " + at);
+            else if (pattern.contains("String") && pattern["String"].is_string() && pattern["String"] != "")
+                step.literal = pattern["String"].get<std::string>();
+            else
+                throw Error(at + ".pattern must be {\"Regex\": ...} or {\"String\": ...}");
+            splits.push_back(std::move(step));
+        } else if (t == "ByteLevel") {
+            if (i + 1 != steps.size()) throw Error(at + ": ByteLevel must be the last step");
+            if (flag(s, "add_prefix_space", false)) throw Error(at + ".add_prefix_space: true is not supported");
+            if (flag(s, "use_regex", true)) {
+                SplitStep step;
+                step.regex = std::make_unique<Regex>(kGpt2Pattern, source + ": " + at);
+                splits.push_back(std::move(step));
+            }
+        } else {
+            throw Error(at + ".type is \"" + t + "\"; supported: Split, ByteLevel, Sequence");
+        }
+    }
+    if (type_of(*steps.back().first, steps.back().second) != "ByteLevel")
+        throw Error(where + ": expected a ByteLevel pre-tokenizer (byte-level BPE)");
+}
+
+void BpeTokenizer::Impl::load_post_processor(const json& post, const std::string& where) {
+    if (post.is_null()) return;
+    const std::string type = type_of(post, where);
+    if (type == "ByteLevel") return;  // offsets only
+    if (type == "Sequence") {
+        const json& list = field(post, "processors", where);
+        if (!list.is_array()) throw Error(where + ".processors must be an array");
+        for (size_t i = 0; i < list.size(); ++i)
+            load_post_processor(list[i], where + ".processors[" + std::to_string(i) + "]");
+        return;
+    }
+    if (type != "TemplateProcessing")
+        throw Error(where + ".type is \"" + type + "\"; supported: ByteLevel, TemplateProcessing, Sequence");
+    const json& single = field(post, "single", where);
+    if (!single.is_array()) throw Error(where + ".single must be an array");
+    bool seen_text = false;
+    for (const json& item : single) {
+        if (item.contains("Sequence")) {
+            seen_text = true;
+            continue;
+        }
+        const json* tok = item.contains("SpecialToken") ? &item["SpecialToken"] : nullptr;
+        if (!tok || !tok->contains("id") || !(*tok)["id"].is_string())
+            throw Error(where + ".single: expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": ...}");
+        if (seen_text) throw Error(where + ".single: tokens after the text are not supported");
+        const std::string name = (*tok)["id"].get<std::string>();
+        std::vector<int32_t> tok_ids;
+        const json& st = post.contains("special_tokens") ? post["special_tokens"] : json();
+        if (st.contains(name) && st[name].contains("ids") && st[name]["ids"].is_array()) {
+            for (const json& id : st[name]["ids"]) {
+                if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= int64_t(pieces.size()))
+                    throw Error(where + ".special_tokens[\"" + name + "\"]: an id is outside the vocabulary");
+                tok_ids.push_back(id.get<int32_t>());
+            }
+        } else {
+            const auto it = ids.find(name);
+            if (it == ids.end()) throw Error(where + ".single: token \"" + name + "\" is not in the vocabulary");
+            tok_ids.push_back(it->second);
+        }
+        prefix.insert(prefix.end(), tok_ids.begin(), tok_ids.end());
+    }
+}
+
+BpeTokenizer::BpeTokenizer(const std::filesystem::path& tokenizer_json, const std::filesystem::path& tokenizer_config)
+    : impl_(std::make_unique<Impl>()) {
+    Impl& m = *impl_;
+    m.source = tokenizer_json.string();
+    json j = json::parse(read_file(tokenizer_json), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) throw Error(m.source + ": invalid JSON");
+    if (!j.is_object()) throw Error(m.source + ": expected a JSON object");
+    try {
+        if (j.contains("normalizer") && !j["normalizer"].is_null())
+            throw Error("normalizer of type " + j["normalizer"].value("type", std::string("?")) +
+                        " is not supported (expected null)");
+        m.load_model(field(j, "model", "tokenizer"), j.contains("added_tokens") ? j["added_tokens"] : json::array());
+        m.load_pre_tokenizer(field(j, "pre_tokenizer", "tokenizer"), "pre_tokenizer");
+        if (j.contains("post_processor")) m.load_post_processor(j["post_processor"], "post_processor");
+        const json& dec = field(j, "decoder", "tokenizer");
+        if (type_of(dec, "decoder") != "ByteLevel")
+            throw Error("decoder.type is \"" + type_of(dec, "decoder") + "\"; only \"ByteLevel\" is supported");
+    } catch (const Error& e) {
+        throw Error(m.source + ": " + e.what());
+    }
+    if (!tokenizer_config.empty()) {
+        const std::string where = tokenizer_config.string();
+        const json c = json::parse(read_file(tokenizer_config), nullptr, false);
+        if (c.is_discarded() || !c.is_object()) throw Error(where + ": not a JSON object");
+        auto token = [&](const char* key) {  // "<s>" or {"content": "<s>"}
+            if (!c.contains(key) || c[key].is_null()) return -1;
+            const json& v = c[key].is_object() && c[key].contains("content") ? c[key]["content"] : c[key];
+            if (!v.is_string()) throw Error(where + ": " + key + " must be a string");
+            const int32_t id = piece_to_id(v.get<std::string>());
+            if (id < 0) throw Error(where + ": " + key + " \"" + v.get<std::string>() + "\" is not in the vocabulary");
+            return id;
+        };
+        m.bos = token("bos_token");
+        m.eos = token("eos_token");
+        m.config_add_bos = flag(c, "add_bos_token", false);
+    }
+    if (m.bos < 0 && m.prefix.size() == 1) m.bos = m.prefix[0];
+}
+
+BpeTokenizer::~BpeTokenizer() = default;
+
+void BpeTokenizer::Impl::bpe(const std::string& word, std::vector<int32_t>* out) const {
+    if (ignore_merges) {
+        std::string mapped;
+        for (unsigned char b : word) append_utf8(mapped, alphabet().cp[b]);
+        const auto it = ids.find(mapped);
+        if (it != ids.end()) return out->push_back(it->second);
+    }
+    // Symbols in a linked list; the pair of lowest rank merges first (the leftmost among equal ranks), as HF does.
+    struct Sym {
+        int32_t id;
+        int prev, next;
+    };
+    const int n = int(word.size());
+    std::vector<Sym> s(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) s[size_t(i)] = {byte_id[static_cast<unsigned char>(word[size_t(i)])], i - 1, i + 1};
+    struct Cand {
+        int32_t rank;
+        int pos;
+        int32_t left, right;
+        bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+    };
+    std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> queue;
+    auto consider = [&](int i) {
+        const int j = s[size_t(i)].next;
+        if (i < 0 || j >= n) return;
+        const auto it = merges.find(pair_key(s[size_t(i)].id, s[size_t(j)].id));
+        if (it != merges.end()) queue.push({it->second.rank, i, s[size_t(i)].id, s[size_t(j)].id});
+    };
+    for (int i = 0; i + 1 < n; ++i) consider(i);
+    while (!queue.empty()) {
+        const Cand c = queue.top();
+        queue.pop();
+        Sym& a = s[size_t(c.pos)];
+        if (a.id != c.left || a.next >= n || s[size_t(a.next)].id != c.right) continue;  // stale
+        const int j = a.next;
+        a.id = merges.at(pair_key(c.left, c.right)).id;
+        a.next = s[size_t(j)].next;
+        if (a.next < n) s[size_t(a.next)].prev = c.pos;
+        s[size_t(j)].id = -1;  // gone
+        if (a.prev >= 0) consider(a.prev);
+        consider(c.pos);
+    }
+    for (int i = 0; i < n; i = s[size_t(i)].next) out->push_back(s[size_t(i)].id);
+}
+
+void BpeTokenizer::Impl::encode_text(const std::string& text, std::vector<int32_t>* out,
+                                     std::unordered_map<std::string, std::vector<int32_t>>* cache) const {
+    // Pre-tokens as [begin, end) of text, through each Split step in turn.
+    std::vector<std::pair<size_t, size_t>> pieces_now = {{0, text.size()}}, next;
+    OnigRegion* region = onig_region_new();
+    for (const SplitStep& step : splits) {
+        next.clear();
+        for (const auto& [b, e] : pieces_now) {
+            const std::string part = text.substr(b, e - b);
+            size_t start = 0, from = 0, mb = 0, me = 0;  // the piece in progress starts at start
+            while (from < part.size()) {
+                if (step.regex) {
+                    if (!step.regex->search(part, from, &mb, &me, region)) break;
+                } else {
+                    mb = part.find(step.literal, from);
+                    if (mb == std::string::npos) break;
+                    me = mb + step.literal.size();
+                }
+                if (me == mb) {  // an empty match splits nothing: search again from the next character
+                    from = mb + 1;
+                    while (from < part.size() && (static_cast<unsigned char>(part[from]) & 0xC0) == 0x80) ++from;
+                    continue;
+                }
+                if (mb > start) next.push_back({b + start, b + mb});
+                next.push_back({b + mb, b + me});
+                start = from = me;
+            }
+            if (start < part.size()) next.push_back({b + start, e});
+        }
+        pieces_now.swap(next);
+    }
+    onig_region_free(region, 1);
+    for (const auto& [b, e] : pieces_now) {
+        if (e == b) continue;
+        const std::string word = text.substr(b, e - b);
+        if (word.size() > 256) {  // rare and long: not worth a cache entry
+            bpe(word, out);
+            continue;
+        }
+        auto it = cache->find(word);
+        if (it == cache->end()) {
+            std::vector<int32_t> ids_of_word;
+            bpe(word, &ids_of_word);
+            it = cache->emplace(word, std::move(ids_of_word)).first;
+        }
+        out->insert(out->end(), it->second.begin(), it->second.end());
+    }
+}
+
+std::vector<int32_t> BpeTokenizer::encode(const std::string& text, bool add_bos) const {
+    const Impl& m = *impl_;
+    const size_t bad = invalid_utf8_at(text);
+    if (bad != std::string::npos)
+        throw Error("tokenizer: the text is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
+    std::vector<int32_t> out;
+    if (add_bos) {
+        if (!m.prefix.empty())
+            out = m.prefix;
+        else if (m.bos >= 0)
+            out.push_back(m.bos);
+    }
+    std::unordered_map<std::string, std::vector<int32_t>> cache;
+    // Non-special added tokens are whole tokens wherever they occur in the text; the text between them is BPE'd.
+    size_t pos = 0;
+    while (!m.matched.empty()) {
+        size_t best = std::string::npos;
+        const SpecialToken* hit = nullptr;
+        for (const SpecialToken& t : m.matched) {
+            const size_t at = text.find(t.text, pos);
+            if (at < best) best = at, hit = &t;
+        }
+        if (!hit) break;
+        m.encode_text(text.substr(pos, best - pos), &out, &cache);
+        out.push_back(hit->id);
+        pos = best + hit->text.size();
+    }
+    m.encode_text(pos == 0 ? text : text.substr(pos), &out, &cache);
+    return out;
+}
+
+std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
+    std::string out;
+    for (int32_t id : ids) {
+        if (id < 0 || id >= vocab_size())
+            throw Error("tokenizer: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                        std::to_string(vocab_size()) + ")");
+        out += impl_->bytes[size_t(id)];
+    }
+    return utf8_lossy(out);
+}
+
+std::string BpeTokenizer::piece(int32_t id) const {
+    return id >= 0 && id < vocab_size() ? impl_->pieces[size_t(id)] : "";
+}
+int32_t BpeTokenizer::piece_to_id(const std::string& piece) const {
+    const auto it = impl_->ids.find(std::string_view(piece));
+    return it == impl_->ids.end() ? -1 : it->second;
+}
+int32_t BpeTokenizer::vocab_size() const { return int32_t(impl_->pieces.size()); }
+int32_t BpeTokenizer::bos_id() const { return impl_->bos; }
+int32_t BpeTokenizer::eos_id() const { return impl_->eos; }
+bool BpeTokenizer::add_bos() const { return !impl_->prefix.empty() || (impl_->config_add_bos && impl_->bos >= 0); }
+std::vector<SpecialToken> BpeTokenizer::special_tokens() const { return impl_->specials; }
+
+}  // namespace plainllama
