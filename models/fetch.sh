@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Puts a model into models/NAME/ (config.json, model.safetensors or shards, tokenizer.model) and points the
-# symlink models/default at it.
+# Puts a model into models/NAME/ (config.json, model.safetensors or shards, and tokenizer.model or tokenizer.json
+# with tokenizer_config.json and generation_config.json when the repo has them) and points the symlink
+# models/default at it.
 #
 # Usage: models/fetch.sh [NAME|OWNER/REPO] [--dtype f32|f16|bf16] [--force]
 #   stories260K (default)  from ../shared/models/ beside the project when present (no network), else downloaded
 #                          from the Hugging Face hub (karpathy/tinyllamas) and converted with
 #                          scripts/convert_llama2c.py. --dtype f16|bf16 gives models/stories260K-f16|-bf16.
-#   OWNER/REPO             a Hugging Face repo id: config.json, tokenizer.model and model.safetensors (or
-#                          model.safetensors.index.json and its shards) into models/REPO/, as published.
+#   OWNER/REPO             a Hugging Face repo id: config.json, the tokenizer (tokenizer.model, else
+#                          tokenizer.json), tokenizer_config.json and generation_config.json when present, and
+#                          model.safetensors (or model.safetensors.index.json and its shards) into models/REPO/,
+#                          as published. A repo with neither tokenizer.model nor tokenizer.json is refused
+#                          before any weights are downloaded.
 #   --force                download again files that are already there.
 # Environment: HF_TOKEN (gated repos), HF_ENDPOINT (default https://huggingface.co),
 #              PLAINLLAMA_SHARED_DIR (default <project>/../shared).
@@ -164,13 +168,22 @@ fetch_hf_repo() {
     check_online
     [[ -s $dest/config.json && $force == 0 ]] || exists "$base/config.json" ||
         die "$repo: no config.json on $host (is the repo id right?)"
+    # The tokenizer first: a repo plainllama cannot tokenize for is refused before gigabytes of weights.
+    local tokenizer
+    if [[ -s $dest/tokenizer.model && $force == 0 ]] || exists "$base/tokenizer.model"; then
+        tokenizer=tokenizer.model
+    elif [[ -s $dest/tokenizer.json && $force == 0 ]] || exists "$base/tokenizer.json"; then
+        tokenizer=tokenizer.json
+    else
+        die "$repo: neither tokenizer.model (SentencePiece) nor tokenizer.json (Hugging Face) on $host;" \
+            "plainllama cannot run it (nothing downloaded)"
+    fi
     mkdir -p "$dest"
     fetch_file "$base" config.json "$dest"
-    if exists "$base/tokenizer.model"; then
-        fetch_file "$base" tokenizer.model "$dest"
-    else
-        say "warning: $repo has no tokenizer.model (plainllama needs a SentencePiece tokenizer.model)"
-    fi
+    fetch_file "$base" "$tokenizer" "$dest"
+    for s in tokenizer_config.json generation_config.json; do  # chat template, BOS, end-of-turn ids
+        if [[ -s $dest/$s && $force == 0 ]] || exists "$base/$s"; then fetch_file "$base" "$s" "$dest"; fi
+    done
     if [[ -s $dest/model.safetensors.index.json && $force == 0 ]] || exists "$base/model.safetensors.index.json"
     then
         fetch_file "$base" model.safetensors.index.json "$dest"

@@ -3,14 +3,17 @@
 
 Weights are N(0, 0.02) from numpy's default_rng(seed), norm weights are 1. The safetensors header is written
 first (all shapes are known), then each tensor is generated and written in row chunks, so even the llama2-7b
-shape needs only a few hundred MB of memory. The Llama 2 tokenizer.model is copied in (--tokenizer to choose
-another; --no-tokenizer to skip).
+shape needs only a few hundred MB of memory. The preset's tokenizer is copied in: the Llama 2 tokenizer.model, or
+for llama3.2-1b the Llama 3.1 tokenizer.json and tokenizer_config.json, with a generation_config.json listing its
+end-of-turn ids (--tokenizer FILE_OR_FOLDER to choose another; --no-tokenizer to skip).
 
 Examples:
     scripts/make_synthetic_model.py --preset tinyllama-1.1b --dtype bf16 models/tinyllama-synthetic
+    scripts/make_synthetic_model.py --preset llama3.2-1b --dtype bf16 models/llama3.2-1b-synthetic
     scripts/make_synthetic_model.py --preset small --hidden-size 64 --num-hidden-layers 2 /tmp/tiny
 """
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -24,6 +27,8 @@ from convert_llama2c import (DTYPES, ConvertError, SafetensorsWriter, llama_conf
 
 PROJECT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TOKENIZER = os.path.join(PROJECT_DIR, "..", "shared", "tokenizers", "llama2", "tokenizer.model")
+LLAMA3_TOKENIZER = os.path.join(PROJECT_DIR, "..", "shared", "tokenizers", "llama3.1")
+TOKENIZER_FILES = ["tokenizer.model", "tokenizer.json", "tokenizer_config.json"]
 
 # config.json fields of each preset
 PRESETS = {
@@ -36,7 +41,18 @@ PRESETS = {
     "small": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
                   num_key_value_heads=12, vocab_size=32000, max_position_embeddings=2048, rms_norm_eps=1e-5,
                   rope_theta=10000.0, tie_word_embeddings=False),
+    # meta-llama/Llama-3.2-1B: head_dim 64, tied embeddings, llama3 RoPE scaling
+    "llama3.2-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                        num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                        rope_theta=500000.0, tie_word_embeddings=True),
 }
+# config.json fields a preset adds to llama_config's, and its tokenizer
+PRESET_EXTRAS = {
+    "llama3.2-1b": dict(rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+                        bos_token_id=128000, eos_token_id=[128001, 128008, 128009]),
+}
+PRESET_TOKENIZERS = {"llama3.2-1b": LLAMA3_TOKENIZER}
 INT_FIELDS = ["hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
               "vocab_size", "max_position_embeddings"]
 CHUNK_ELEMENTS = 1 << 24  # at most 16M values (64 MiB of f32) generated at once
@@ -74,18 +90,29 @@ def n_params(shape):
     return v * h + h + L * per_layer + (0 if shape["tie_word_embeddings"] else v * h)
 
 
-def make_model(out_dir, preset="small", overrides=None, dtype="f32", seed=0, tokenizer=DEFAULT_TOKENIZER,
-               log=None):
-    """Writes out_dir/{config.json, model.safetensors[, tokenizer.model]}; returns the config dict."""
+def make_model(out_dir, preset="small", overrides=None, dtype="f32", seed=0, tokenizer="preset", log=None):
+    """Writes out_dir/{config.json, model.safetensors} and the tokenizer's files; returns the config dict.
+    tokenizer: a tokenizer.model file, a folder of tokenizer files, "preset" (the preset's) or None (none)."""
     if dtype not in DTYPES:
         raise ConvertError(f"--dtype {dtype}: expected one of {', '.join(DTYPES)}")
-    if tokenizer is not None and not os.path.isfile(tokenizer):
-        raise ConvertError(f"--tokenizer {tokenizer}: no such file (pass --tokenizer PATH or --no-tokenizer)")
+    if tokenizer == "preset":
+        tokenizer = PRESET_TOKENIZERS.get(preset, DEFAULT_TOKENIZER)
+    if tokenizer is not None and not os.path.exists(tokenizer):
+        raise ConvertError(f"--tokenizer {tokenizer}: no such file or folder (pass --tokenizer PATH or --no-tokenizer)")
+    tokenizer_files = []  # (source, name in out_dir)
+    if tokenizer is not None and os.path.isdir(tokenizer):
+        tokenizer_files = [(os.path.join(tokenizer, n), n) for n in TOKENIZER_FILES
+                           if os.path.isfile(os.path.join(tokenizer, n))]
+        if not any(n in ("tokenizer.model", "tokenizer.json") for _, n in tokenizer_files):
+            raise ConvertError(f"--tokenizer {tokenizer}: the folder has no tokenizer.model or tokenizer.json")
+    elif tokenizer is not None:
+        tokenizer_files = [(tokenizer, "tokenizer.model")]
     s = resolve_shape(preset, overrides or {})
     st_dtype, elem_size, torch_dtype = DTYPES[dtype]
     config = llama_config(s["hidden_size"], s["intermediate_size"], s["num_hidden_layers"], s["num_attention_heads"],
                           s["num_key_value_heads"], s["vocab_size"], s["max_position_embeddings"], s["rms_norm_eps"],
                           s["rope_theta"], s["tie_word_embeddings"], torch_dtype)
+    config.update(PRESET_EXTRAS.get(preset, {}))
     specs = llama_tensor_specs(s["hidden_size"], s["intermediate_size"], s["num_hidden_layers"],
                                s["num_attention_heads"], s["num_key_value_heads"], s["vocab_size"],
                                s["tie_word_embeddings"], st_dtype)
@@ -116,8 +143,11 @@ def make_model(out_dir, preset="small", overrides=None, dtype="f32", seed=0, tok
             if log:
                 log(f"[{i + 1}/{len(specs)}] {name} {shape} ({100.0 * done / total:.1f}%, "
                     f"{time.monotonic() - start:.1f}s)")
-    if tokenizer is not None:
-        shutil.copyfile(tokenizer, os.path.join(out_dir, "tokenizer.model"))
+    for src, name in tokenizer_files:
+        shutil.copyfile(src, os.path.join(out_dir, name))
+    if "eos_token_id" in PRESET_EXTRAS.get(preset, {}):  # as the hub's folders ship it
+        with open(os.path.join(out_dir, "generation_config.json"), "w") as f:
+            json.dump({"bos_token_id": config["bos_token_id"], "eos_token_id": config["eos_token_id"]}, f, indent=2)
     return config
 
 
@@ -143,9 +173,10 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="weight dtype (default f32)")
     ap.add_argument("--seed", type=int, default=0, help="numpy default_rng seed (default 0)")
     tok = ap.add_mutually_exclusive_group()
-    tok.add_argument("--tokenizer", default=DEFAULT_TOKENIZER,
-                     help="SentencePiece tokenizer.model to copy in (default ../shared/tokenizers/llama2/)")
-    tok.add_argument("--no-tokenizer", action="store_true", help="do not copy a tokenizer.model")
+    tok.add_argument("--tokenizer", default="preset",
+                     help="a tokenizer.model, or a folder with tokenizer.json / tokenizer_config.json, to copy in "
+                          "(default: the preset's, ../shared/tokenizers/llama2/ or llama3.1/)")
+    tok.add_argument("--no-tokenizer", action="store_true", help="do not copy a tokenizer")
     args = ap.parse_args(argv)
     overrides = {k: getattr(args, k) for k in INT_FIELDS + ["rms_norm_eps", "rope_theta", "tie_word_embeddings"]}
     try:

@@ -257,6 +257,8 @@ TEST(ChatTemplate, GeneratedRepliesKeepTheirIds) {
             case TemplateKind::raw:
                 expected = tok.encode("Bye", false);
                 break;
+            case TemplateKind::llama3:  // (BPE: ChatTemplateLlama3 below)
+                FAIL();
         }
         EXPECT_EQ(added, expected) << template_name(k);
     }

@@ -61,6 +61,9 @@ TEST(InspectCli, JsonParses) {
         EXPECT_EQ(j["config"]["hidden_size"], 64);
         EXPECT_EQ(j["config"]["num_key_value_heads"], 4);
         EXPECT_EQ(j["config"]["tie_word_embeddings"], true);
+        EXPECT_EQ(j["tokenizer"]["kind"], "sentencepiece");
+        EXPECT_EQ(j["tokenizer"]["vocab_size"], 512);
+        EXPECT_EQ(j["tokenizer"]["bos"], (json{{"id", 1}, {"text", "<s>"}}));
     }
 }
 

@@ -167,7 +167,7 @@ Run add_chat(CLI::App& app) {
     cmd->add_option(
            "--template", o->tmpl,
            "Chat template; auto: the model's tokenizer_config.json chat_template, else raw (plain continuation)")
-        ->check(CLI::IsMember({"auto", "raw", "llama2", "zephyr", "chatml"}))
+        ->check(CLI::IsMember({"auto", "raw", "llama2", "zephyr", "chatml", "llama3"}))
         ->capture_default_str();
     cmd->add_option("-n,--n-predict", o->n_predict,
                     "Most tokens per reply; -1 = until the end of the turn or a full context")

@@ -1,9 +1,10 @@
-// plainllama inspect: the resolved config and the table of tensors, from config.json and the safetensors headers
-// only (nothing packed, no page of the weights read): instant and a few MB whatever the model's size.
+// plainllama inspect: the resolved config, the tokenizer and the table of tensors, from config.json, the tokenizer
+// files and the safetensors headers only (nothing packed, no page of the weights read).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "plainllama/io/tokenizer.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/model/model.h"
 
@@ -38,6 +39,38 @@ nlohmann::json config_json(const LlamaConfig& c) {
             {"hidden_act", c.hidden_act}};
 }
 
+// The tokenizer in use: kind, file, vocabulary size, BOS/EOS and the special tokens.
+nlohmann::json tokenizer_json(const Tokenizer& t) {
+    nlohmann::json specials = nlohmann::json::array();
+    for (const SpecialToken& s : t.special_tokens()) specials.push_back({{"id", s.id}, {"text", s.text}});
+    auto token = [&](int32_t id) {
+        return id < 0 ? nlohmann::json(nullptr) : nlohmann::json{{"id", id}, {"text", t.piece(id)}};
+    };
+    return {{"kind", t.kind()},
+            {"file", t.kind() == "bpe" ? "tokenizer.json" : "tokenizer.model"},
+            {"vocab_size", t.vocab_size()},
+            {"bos", token(t.bos_id())},
+            {"eos", token(t.eos_id())},
+            {"add_bos", t.add_bos()},
+            {"special_tokens", specials}};
+}
+
+// "bpe (tokenizer.json), 128256 tokens; BOS <|begin_of_text|> 128000 (prepended), EOS ...; 256 special tokens: ..."
+std::string tokenizer_line(const nlohmann::json& tok) {
+    if (tok.is_null()) return "none (no tokenizer.model or tokenizer.json)";
+    auto token = [](const nlohmann::json& t) {
+        return t.is_null() ? std::string("none") : t["text"].get<std::string>() + " " + t["id"].dump();
+    };
+    const nlohmann::json& sp = tok["special_tokens"];
+    std::string s = tok["kind"].get<std::string>() + " (" + tok["file"].get<std::string>() + "), " +
+                    tok["vocab_size"].dump() + " tokens; BOS " + token(tok["bos"]) +
+                    (tok["add_bos"].get<bool>() ? " (prepended)" : " (not prepended)") + ", EOS " + token(tok["eos"]) +
+                    "; " + std::to_string(sp.size()) + " special tokens";
+    for (size_t i = 0; i < sp.size() && i < 6; ++i) s += (i ? ", " : ": ") + token(sp[i]);
+    if (sp.size() > 6) s += ", ...";
+    return s;
+}
+
 }  // namespace
 
 Run add_inspect(CLI::App& app) {
@@ -52,6 +85,11 @@ Run add_inspect(CLI::App& app) {
     return [o] {
         const ModelFiles f = open_model_files(o->model, /*read_data=*/false);
         const LlamaConfig& c = f.config;
+        // A folder of weights alone has no tokenizer: null (a broken one is an error).
+        std::error_code ec;
+        const bool has_tokenizer = std::filesystem::exists(std::filesystem::path(o->model) / "tokenizer.model", ec) ||
+                                   std::filesystem::exists(std::filesystem::path(o->model) / "tokenizer.json", ec);
+        const nlohmann::json tok = has_tokenizer ? tokenizer_json(*load_tokenizer(o->model)) : nlohmann::json();
         nlohmann::json tensors = nlohmann::json::array();
         int64_t params = 0;
         size_t bytes = 0;
@@ -63,15 +101,16 @@ Run add_inspect(CLI::App& app) {
             bytes += t->nbytes;
         }
         if (o->json) {
-            nlohmann::json j = {{"model", o->model},   {"config", config_json(c)}, {"kernels", kernels_isa()},
-                                {"tensors", tensors},  {"n_tensors", tensors.size()}, {"n_params", params},
-                                {"n_bytes", bytes}};
+            nlohmann::json j = {{"model", o->model},   {"config", config_json(c)},       {"tokenizer", tok},
+                                {"kernels", kernels_isa()}, {"tensors", tensors},      {"n_tensors", tensors.size()},
+                                {"n_params", params},      {"n_bytes", bytes}};
             std::printf("%s\n", j.dump(2).c_str());
             return 0;
         }
         std::printf("model: %s\n", o->model.c_str());
         const nlohmann::json cfg = config_json(c);
         for (auto& [k, v] : cfg.items()) std::printf("  %-26s %s\n", k.c_str(), v.dump().c_str());
+        std::printf("tokenizer: %s\n", tokenizer_line(tok).c_str());
         std::printf("kernels: %s\n", kernels_isa());
         std::printf("\n%-52s %-5s %-16s %12s\n", "tensor", "dtype", "shape", "bytes");
         for (const auto& t : tensors)

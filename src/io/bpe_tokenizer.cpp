@@ -24,8 +24,8 @@ const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p
 
 // GPT-2's byte-to-unicode alphabet: printable bytes stand for themselves, the others for 256 + n in byte order.
 struct ByteAlphabet {
-    uint32_t cp[256];    // byte -> code point (< 324)
-    int16_t byte[324];   // code point -> byte, -1 for none
+    uint32_t cp[256];   // byte -> code point (< 324)
+    int16_t byte[324];  // code point -> byte, -1 for none
     ByteAlphabet() {
         std::fill(std::begin(byte), std::end(byte), int16_t(-1));
         uint32_t n = 0;
@@ -70,8 +70,8 @@ class Regex {
         });
         OnigErrorInfo info;
         const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
-        const int r = onig_new(&re_, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_DEFAULT,
-                               &info);
+        const int r =
+            onig_new(&re_, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_DEFAULT, &info);
         if (r != ONIG_NORMAL) {
             OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
             onig_error_code_to_str(msg, r, &info);
@@ -83,7 +83,7 @@ class Regex {
     Regex& operator=(const Regex&) = delete;
 
     // The first match in s[from, size): [*begin, *end), false when none.
-    bool search(const std::string& s, size_t from, size_t* begin, size_t* end, OnigRegion* region) const {
+    bool search(std::string_view s, size_t from, size_t* begin, size_t* end, OnigRegion* region) const {
         const auto* str = reinterpret_cast<const OnigUChar*>(s.data());
         const int r = onig_search(re_, str, str + s.size(), str + from, str + s.size(), region, ONIG_OPTION_NONE);
         if (r < 0) return false;
@@ -124,17 +124,17 @@ uint64_t pair_key(int32_t a, int32_t b) { return uint64_t(uint32_t(a)) << 32 | u
 }  // namespace
 
 struct BpeTokenizer::Impl {
-    std::string source;                             // tokenizer.json's path, for messages
-    std::vector<std::string> pieces;                // [vocab_size] the entry as stored (sized once: ids views them)
+    std::string source;                                 // tokenizer.json's path, for messages
+    std::vector<std::string> pieces;                    // [vocab_size] the entry as stored (sized once: ids views them)
     std::unordered_map<std::string_view, int32_t> ids;  // entry (vocabulary or added token text) -> id
-    std::vector<std::string> bytes;                 // [vocab_size] the bytes it stands for
-    std::unordered_map<uint64_t, Merge> merges;     // (left id, right id) -> rank, merged id
-    int32_t byte_id[256] = {};                      // the token of each single byte
+    std::vector<std::string> bytes;                     // [vocab_size] the bytes it stands for
+    std::unordered_map<uint64_t, Merge> merges;         // (left id, right id) -> rank, merged id
+    int32_t byte_id[256] = {};                          // the token of each single byte
     bool ignore_merges = false;
     std::vector<SplitStep> splits;
-    std::vector<SpecialToken> specials;             // added tokens marked special
-    std::vector<SpecialToken> matched;              // added tokens not special: matched in the text
-    std::vector<int32_t> prefix;                    // the post-processor's tokens before the text
+    std::vector<SpecialToken> specials;  // added tokens marked special
+    std::vector<SpecialToken> matched;   // added tokens not special: matched in the text
+    std::vector<int32_t> prefix;         // the post-processor's tokens before the text
     int32_t bos = -1, eos = -1;
     bool config_add_bos = false;
 
@@ -142,9 +142,10 @@ struct BpeTokenizer::Impl {
     void load_pre_tokenizer(const json& pre, const std::string& where);
     void load_post_processor(const json& post, const std::string& where);
     // Appends the ids of one pre-token (its bytes).
-    void bpe(const std::string& word, std::vector<int32_t>* out) const;
-    void encode_text(const std::string& text, std::vector<int32_t>* out,
-                     std::unordered_map<std::string, std::vector<int32_t>>* cache) const;
+    void bpe(std::string_view word, std::vector<int32_t>* out) const;
+    // Appends the ids of text (no added tokens in it); cache: ids of the pre-tokens seen, viewing the caller's text.
+    void encode_text(std::string_view text, std::vector<int32_t>* out,
+                     std::unordered_map<std::string_view, std::vector<int32_t>>* cache) const;
 };
 
 void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
@@ -191,11 +192,12 @@ void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
     std::sort(matched.begin(), matched.end(),  // longest first: the longest match wins
               [](const SpecialToken& a, const SpecialToken& b) { return a.text.size() > b.text.size(); });
     ids.reserve(pieces.size());
-    for (size_t id = 0; id < pieces.size(); ++id) {
-        if (pieces[id].empty()) throw Error("token id " + std::to_string(id) + " has no entry");
+    for (size_t id = 0; id < pieces.size(); ++id) {  // (an id between entries that has none stays empty)
+        if (pieces[id].empty()) continue;
         bytes[id] = token_bytes(pieces[id]);
         ids.emplace(std::string_view(pieces[id]), int32_t(id));
     }
+    for (const SpecialToken& t : specials) bytes[size_t(t.id)].clear();  // control tokens have no text
     for (int b = 0; b < 256; ++b) {
         std::string ch;
         append_utf8(ch, alphabet().cp[b]);
@@ -364,7 +366,7 @@ BpeTokenizer::BpeTokenizer(const std::filesystem::path& tokenizer_json, const st
 
 BpeTokenizer::~BpeTokenizer() = default;
 
-void BpeTokenizer::Impl::bpe(const std::string& word, std::vector<int32_t>* out) const {
+void BpeTokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>* out) const {
     if (ignore_merges) {
         std::string mapped;
         for (unsigned char b : word) append_utf8(mapped, alphabet().cp[b]);
@@ -409,15 +411,15 @@ void BpeTokenizer::Impl::bpe(const std::string& word, std::vector<int32_t>* out)
     for (int i = 0; i < n; i = s[size_t(i)].next) out->push_back(s[size_t(i)].id);
 }
 
-void BpeTokenizer::Impl::encode_text(const std::string& text, std::vector<int32_t>* out,
-                                     std::unordered_map<std::string, std::vector<int32_t>>* cache) const {
+void BpeTokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>* out,
+                                     std::unordered_map<std::string_view, std::vector<int32_t>>* cache) const {
     // Pre-tokens as [begin, end) of text, through each Split step in turn.
     std::vector<std::pair<size_t, size_t>> pieces_now = {{0, text.size()}}, next;
     OnigRegion* region = onig_region_new();
     for (const SplitStep& step : splits) {
         next.clear();
         for (const auto& [b, e] : pieces_now) {
-            const std::string part = text.substr(b, e - b);
+            const std::string_view part = text.substr(b, e - b);
             size_t start = 0, from = 0, mb = 0, me = 0;  // the piece in progress starts at start
             while (from < part.size()) {
                 if (step.regex) {
@@ -443,7 +445,7 @@ void BpeTokenizer::Impl::encode_text(const std::string& text, std::vector<int32_
     onig_region_free(region, 1);
     for (const auto& [b, e] : pieces_now) {
         if (e == b) continue;
-        const std::string word = text.substr(b, e - b);
+        const std::string_view word = text.substr(b, e - b);
         if (word.size() > 256) {  // rare and long: not worth a cache entry
             bpe(word, out);
             continue;
@@ -470,7 +472,7 @@ std::vector<int32_t> BpeTokenizer::encode(const std::string& text, bool add_bos)
         else if (m.bos >= 0)
             out.push_back(m.bos);
     }
-    std::unordered_map<std::string, std::vector<int32_t>> cache;
+    std::unordered_map<std::string_view, std::vector<int32_t>> cache;  // views of text
     // Non-special added tokens are whole tokens wherever they occur in the text; the text between them is BPE'd.
     size_t pos = 0;
     while (!m.matched.empty()) {
@@ -481,11 +483,11 @@ std::vector<int32_t> BpeTokenizer::encode(const std::string& text, bool add_bos)
             if (at < best) best = at, hit = &t;
         }
         if (!hit) break;
-        m.encode_text(text.substr(pos, best - pos), &out, &cache);
+        m.encode_text(std::string_view(text).substr(pos, best - pos), &out, &cache);
         out.push_back(hit->id);
         pos = best + hit->text.size();
     }
-    m.encode_text(pos == 0 ? text : text.substr(pos), &out, &cache);
+    m.encode_text(std::string_view(text).substr(pos), &out, &cache);
     return out;
 }
 

@@ -16,7 +16,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir) {
         const fs::path config = dir / "tokenizer_config.json";
         return std::make_unique<BpeTokenizer>(dir / "tokenizer.json", present(config) ? config : fs::path());
     }
-    throw Error(dir.string() + ": no tokenizer.model or tokenizer.json (expected a SentencePiece or a Hugging Face "
+    throw Error(dir.string() +
+                ": no tokenizer.model or tokenizer.json (expected a SentencePiece or a Hugging Face "
                 "tokenizer)");
 }
 
@@ -44,8 +45,7 @@ std::string StreamDecoder::push(int32_t id) {
     const std::vector<int32_t> ctx(ids_.begin() + long(prefix_), ids_.begin() + long(read_));
     const std::vector<int32_t> all(ids_.begin() + long(prefix_), ids_.end());
     const std::string before = tok_.decode(ctx), now = tok_.decode(all);
-    if (now.size() <= before.size() || ends_incomplete(now) || now.compare(0, before.size(), before) != 0)
-        return "";
+    if (now.size() <= before.size() || ends_incomplete(now) || now.compare(0, before.size(), before) != 0) return "";
     prefix_ = read_;
     read_ = ids_.size();
     return now.substr(before.size());

@@ -53,14 +53,17 @@ const char* template_name(TemplateKind k) {
             return "zephyr";
         case TemplateKind::chatml:
             return "chatml";
+        case TemplateKind::llama3:
+            return "llama3";
     }
     return "?";
 }
 
 TemplateKind parse_template_name(const std::string& name, const std::string& what) {
-    for (TemplateKind k : {TemplateKind::raw, TemplateKind::llama2, TemplateKind::zephyr, TemplateKind::chatml})
+    for (TemplateKind k :
+         {TemplateKind::raw, TemplateKind::llama2, TemplateKind::zephyr, TemplateKind::chatml, TemplateKind::llama3})
         if (name == template_name(k)) return k;
-    throw Error(what + ": unknown chat template '" + name + "' (expected raw, llama2, zephyr or chatml)");
+    throw Error(what + ": unknown chat template '" + name + "' (expected raw, llama2, zephyr, chatml or llama3)");
 }
 
 TemplateChoice detect_template(const std::filesystem::path& model_dir) {
@@ -101,7 +104,9 @@ TemplateChoice detect_template(const std::filesystem::path& model_dir) {
         c.reason = file.string() + " has no chat_template: raw continuation";
         return c;
     }
-    if (contains(tmpl, "<|im_start|>")) {
+    if (contains(tmpl, "<|start_header_id|>")) {
+        c.kind = TemplateKind::llama3;
+    } else if (contains(tmpl, "<|im_start|>")) {
         c.kind = TemplateKind::chatml;
     } else if (contains(tmpl, "<|user|>") && !contains(tmpl, "<|end|>")) {
         c.kind = TemplateKind::zephyr;
@@ -110,7 +115,8 @@ TemplateChoice detect_template(const std::filesystem::path& model_dir) {
     } else {
         c.reason = file.string() + ": chat_template not recognised: raw continuation";
         c.warning = file.string() +
-                    ": its chat_template is not one of llama2, zephyr, chatml; using raw (choose one with --template)";
+                    ": its chat_template is not one of llama2, zephyr, chatml, llama3; using raw (choose one with "
+                    "--template)";
         return c;
     }
     c.reason = file.string() + ": chat_template is " + template_name(c.kind);
@@ -125,6 +131,10 @@ ChatTemplate::ChatTemplate(TemplateKind kind, const Tokenizer& tok, const Templa
     if (kind_ == TemplateKind::chatml) {
         specials.push_back("<|im_start|>");
         specials.push_back("<|im_end|>");
+    }
+    if (kind_ == TemplateKind::llama3) {
+        if (!add_bos_) specials.insert(specials.begin(), bos_);  // llama3 writes BOS itself
+        for (const char* s : {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}) specials.push_back(s);
     }
     for (const std::string& s : specials)
         if (tok_.piece_to_id(s) < 0)
@@ -141,6 +151,7 @@ std::vector<int32_t> ChatTemplate::end_of_turn_ids() const {
     int32_t id = -1;
     if (kind_ == TemplateKind::llama2 || kind_ == TemplateKind::zephyr) id = tok_.piece_to_id(eos_);
     if (kind_ == TemplateKind::chatml) id = tok_.piece_to_id("<|im_end|>");
+    if (kind_ == TemplateKind::llama3) id = tok_.piece_to_id("<|eot_id|>");
     if (id >= 0) ids.push_back(id);
     return ids;
 }
@@ -210,6 +221,34 @@ std::vector<ChatTemplate::Part> ChatTemplate::parts(const std::string& system, c
                 p.push_back(text("assistant\n"));
             }
             break;
+        case TemplateKind::llama3: {
+            auto header = [&](const char* role) {
+                p.push_back(special("<|start_header_id|>"));
+                p.push_back(text(role));
+                p.push_back(special("<|end_header_id|>"));
+            };
+            p.push_back(special(bos_));
+            if (!system.empty()) {
+                header("system");
+                p.push_back(text("\n\n" + strip(system)));
+                p.push_back(special("<|eot_id|>"));
+            }
+            for (const ChatMessage& m : messages) {
+                header(role_name(m.role));
+                if (m.role == Role::user) {
+                    p.push_back(text("\n\n" + strip(m.content)));
+                } else {
+                    p.push_back(text("\n\n"));
+                    p.push_back(reply(strip(m.content), m));
+                }
+                p.push_back(special("<|eot_id|>"));
+            }
+            if (add_generation_prompt) {
+                header("assistant");
+                p.push_back(text("\n\n"));
+            }
+            break;
+        }
         case TemplateKind::raw:
             if (add_bos_) p.push_back(special(bos_));
             if (!system.empty()) p.push_back(text(system));

@@ -2,10 +2,9 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace plainllama {
 
@@ -37,7 +36,7 @@ struct LlamaConfig {
     int64_t bos_token_id = 1;           // 1 when absent (HF's default), -1 when null
     std::vector<int64_t> eos_token_id;  // int or list in the file; {2} when absent, {} when null
     std::string hidden_act = "silu";
-    std::string torch_dtype;            // informational
+    std::string torch_dtype;  // informational
 
     bool is_eos(int64_t id) const;
 };

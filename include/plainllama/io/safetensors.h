@@ -25,7 +25,7 @@ struct TensorView {
     std::vector<int64_t> shape;
     const void* data = nullptr;  // into the mapping, or an aligned copy when the file's offset is not
     size_t nbytes = 0;
-    std::string file;            // which file it came from, for messages
+    std::string file;  // which file it came from, for messages
 
     int64_t numel() const;
     std::string shape_str() const { return plainllama::shape_str(shape); }
@@ -33,7 +33,7 @@ struct TensorView {
 
 // A read-only private mapping of a whole file.
 class MappedFile {
-public:
+   public:
     explicit MappedFile(const std::filesystem::path& path);
     ~MappedFile();
     MappedFile(const MappedFile&) = delete;
@@ -42,7 +42,7 @@ public:
     size_t size() const { return size_; }
     bool contains(const void* p) const { return p >= data_ && p < data_ + size_; }
 
-private:
+   private:
     const uint8_t* data_ = nullptr;
     size_t size_ = 0;
 };
@@ -60,7 +60,7 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
 
 // All tensors of a model folder, by name.
 class Checkpoint {
-public:
+   public:
     // dir/model.safetensors.index.json if present (every shard mapped, each tensor exactly once),
     // else dir/model.safetensors. read_data false: only the headers are read (no tensor is copied, see
     // parse_safetensors), so that no page of the weights is touched.
@@ -72,7 +72,7 @@ public:
     // read brings them back from the file): for tensors the model has copied elsewhere.
     void release(const void* data, size_t nbytes) const;
 
-private:
+   private:
     std::vector<std::unique_ptr<MappedFile>> files_;
     std::vector<SafetensorsContents> contents_;
     std::map<std::string, TensorView> tensors_;

@@ -24,7 +24,7 @@ class Tokenizer {
     // The text of `ids` (an incomplete or invalid UTF-8 sequence comes out as U+FFFD). Error for an id outside the
     // vocabulary.
     virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
-    virtual std::string piece(int32_t id) const = 0;                 // the vocabulary entry, as stored
+    virtual std::string piece(int32_t id) const = 0;                  // the vocabulary entry, as stored
     virtual int32_t piece_to_id(const std::string& piece) const = 0;  // -1 when unknown
     virtual int32_t vocab_size() const = 0;
     virtual int32_t bos_id() const = 0;  // -1 when none

@@ -11,6 +11,9 @@
 //     <|system|>\n{system}</s>\n<|user|>\n{u1}</s>\n<|assistant|>\n{a1}</s>\n ... <|assistant|>\n
 //   chatml (OpenHermes-2.5 and others):
 //     <|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{u1}<|im_end|>\n<|im_start|>assistant\n
+//   llama3 (Meta-Llama-3-*-Instruct, 3.1, 3.2): BOS once, then per message (the system prompt first)
+//     <|start_header_id|>{role}<|end_header_id|>\n\n{strip(content)}<|eot_id|>
+//     and the generation prompt <|start_header_id|>assistant<|end_header_id|>\n\n
 //   raw (base models): no markup; see render().
 // An empty system prompt means none (no system block at all).
 //
@@ -38,15 +41,15 @@
 
 namespace plainllama {
 
-enum class TemplateKind { raw, llama2, zephyr, chatml };
+enum class TemplateKind { raw, llama2, zephyr, chatml, llama3 };
 
 const char* template_name(TemplateKind k);
-// "raw", "llama2", "zephyr", "chatml"; throws Error naming `what` (e.g. "--template") otherwise.
+// "raw", "llama2", "zephyr", "chatml", "llama3"; throws Error naming `what` (e.g. "--template") otherwise.
 TemplateKind parse_template_name(const std::string& name, const std::string& what);
 
 // What `auto` chooses from a model folder: its tokenizer_config.json's chat_template (a string, or a list
 // of {name, template} whose "default" or first entry is used), recognised by substrings:
-//   "<|im_start|>" -> chatml; "<|user|>" without "<|end|>" -> zephyr; "[INST]" -> llama2;
+//   "<|start_header_id|>" -> llama3; "<|im_start|>" -> chatml; "<|user|>" without "<|end|>" -> zephyr; "[INST]" -> llama2;
 // no file or no chat_template -> raw; an unrecognised template -> raw with a warning.
 // Also reads bos_token/eos_token (a string or {"content": ...}) and add_bos_token when present.
 struct TemplateChoice {
@@ -86,8 +89,8 @@ public:
     // each segment starts with SentencePiece's '▁', a later user message reads as joined by one space).
     std::vector<int32_t> render(const std::string& system, const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) const;
-    // Ids that end the assistant's turn (llama2, zephyr: </s>; chatml: <|im_end|>; raw: none); the caller
-    // adds the model's EOS ids.
+    // Ids that end the assistant's turn (llama2, zephyr: </s>; chatml: <|im_end|>; llama3: <|eot_id|>; raw: none);
+    // the caller adds the model's EOS ids.
     std::vector<int32_t> end_of_turn_ids() const;
     // One line per special token that is not in the vocabulary (tokenized as text instead).
     const std::vector<std::string>& warnings() const { return warnings_; }
