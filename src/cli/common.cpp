@@ -51,7 +51,7 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
                     "Threads (default: physical cores, less those other processes keep busy)")
         ->check(CLI::Range(1, 1024));
     if (with_ctx)
-        cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings)")
+        cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings, at most 4096)")
             ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
     cmd->add_flag("--quiet", o.quiet, "Print nothing on stderr but errors");
     cmd->add_flag("--check-tensors", o.check_tensors,

@@ -96,7 +96,7 @@ std::string gib(uint64_t bytes) {
 
 Context::Context(const Model& model, ContextParams p) : model_(model) {
     const LlamaConfig& c = model.config();
-    n_ctx_ = p.n_ctx == 0 ? c.max_position_embeddings : p.n_ctx;
+    n_ctx_ = p.n_ctx == 0 ? std::min(c.max_position_embeddings, kDefaultContext) : p.n_ctx;
     if (n_ctx_ < 1 || n_ctx_ > c.max_position_embeddings)
         throw UsageError("context size " + std::to_string(n_ctx_) + " must be in [1, " +
                          std::to_string(c.max_position_embeddings) + "] (max_position_embeddings)");

@@ -50,8 +50,12 @@ private:
     std::unique_ptr<PackedWeights> packed_;  // the panels of weights_' matrices
 };
 
+// The KV cache size when none is asked for: the model's max_position_embeddings, at most this. (Llama 3.1's 131072
+// positions would take an 8 GiB cache for a 1B model before the first token.)
+constexpr int64_t kDefaultContext = 4096;
+
 struct ContextParams {
-    int64_t n_ctx = 0;      // KV cache positions; 0 = max_position_embeddings
+    int64_t n_ctx = 0;      // KV cache positions; 0 = min(max_position_embeddings, kDefaultContext)
     int64_t n_batch = 512;  // most tokens per forward pass (longer inputs are split)
     bool exact = false;     // BF16 weights: keep prefill activations in f32 (see matmul in kernels.h)
 };
