@@ -101,7 +101,11 @@ TEST(ChatTemplate, DetectFromTokenizerConfig) {
     EXPECT_EQ(c.warning, "");
     EXPECT_EQ(c.bos_token, "<B>");
     EXPECT_EQ(c.eos_token, "<E>");
-    EXPECT_FALSE(c.add_bos);
+    EXPECT_EQ(c.add_bos, false);
+    c = with({{"bos_token", nullptr}});  // absent or null: the tokenizer's
+    EXPECT_FALSE(c.bos_token.has_value());
+    EXPECT_FALSE(c.eos_token.has_value());
+    EXPECT_FALSE(c.add_bos.has_value());
     test::write_file(tmp / "tokenizer_config.json", "{not json");
     EXPECT_THROW(detect_template(tmp.path()), Error);
 }

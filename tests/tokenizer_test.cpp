@@ -202,6 +202,28 @@ TEST(BpeTokenizer, UnsupportedTokenizersAreClearErrors) {
         {"merge of unknown tokens", [](json& j) { j["model"]["merges"] = {"x yz"}; }, "merges[0]"},
         {"missing byte", [](json& j) { j["model"]["vocab"].erase("a"); }, "byte 97"},
         {"lstrip", [](json& j) { j["added_tokens"][0]["lstrip"] = true; }, "added_tokens[0].lstrip"},
+        {"empty pre-tokenizer sequence",
+         [](json& j) {
+             j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", json::array()}};
+         },
+         "pretokenizers is empty"},
+        {"nested post-processors",
+         [](json& j) {
+             json p = {{"type", "ByteLevel"}};
+             for (int i = 0; i < 3; ++i) p = {{"type", "Sequence"}, {"processors", {p}}};
+             j["post_processor"] = p;
+         },
+         "Sequence inside a Sequence"},
+        {"normalizer a number", [](json& j) { j["normalizer"] = 5; }, "normalizer 5"},
+        {"normalizer type a number",
+         [](json& j) {
+             j["normalizer"] = {{"type", 5}};
+         },
+         "normalizer"},
+        {"huge id", [](json& j) { j["model"]["vocab"]["zz"] = 16777215; }, "expected an id in [0, "},
+        {"id twice", [](json& j) { j["model"]["vocab"]["zz"] = 256; }, "is both"},
+        {"added token on another's id", [](json& j) { j["added_tokens"][0]["id"] = 97; }, "id 97 is already"},
+        {"vocab not an object", [](json& j) { j["model"]["vocab"] = 5; }, "model.vocab"},
     };
     for (const Case& c : cases) {
         json j = base;
@@ -219,6 +241,77 @@ TEST(BpeTokenizer, UnsupportedTokenizersAreClearErrors) {
     test::TempDir tmp;
     test::write_file(tmp / "tokenizer.json", "{\"model\": ");
     EXPECT_THROW(BpeTokenizer(tmp / "tokenizer.json", {}), Error);
+}
+
+// The bad-regex message names the file once and the step.
+TEST(BpeTokenizer, RegexErrorsNameTheStepOnce) {
+    json j = small_tokenizer({});
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers",
+                           {{{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}},
+                            {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+    test::TempDir tmp;
+    test::write_file(tmp / "tokenizer.json", j.dump());
+    try {
+        BpeTokenizer tok(tmp / "tokenizer.json", {});
+        ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_EQ(m.find("tokenizer.json"), m.rfind("tokenizer.json")) << m;
+        EXPECT_TRUE(HasSubstr(m, "pre_tokenizer.pretokenizers[0]: the regex does not compile"));
+    }
+}
+
+// A regex that backtracks past Oniguruma's retry limit is an error, not a silent split.
+TEST(BpeTokenizer, RegexThatGivesUpIsAnError) {
+    json j = small_tokenizer({});
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers",
+                           {{{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}}, {"behavior", "Isolated"}},
+                            {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+    test::TempDir tmp;
+    test::write_file(tmp / "tokenizer.json", j.dump());
+    const BpeTokenizer tok(tmp / "tokenizer.json", {});
+    EXPECT_EQ(tok.encode("aa", false), (Ids{97, 97}));
+    EXPECT_THROW(tok.encode(std::string(40, 'a') + "!", false), Error);
+}
+
+// Split steps cut where HF's do: an empty match cuts the text (no piece of its own), except right where the
+// previous match ended. Here the cut before "t" keeps " " and "t" from merging.
+TEST(BpeTokenizer, EmptyMatchesCutTheText) {
+    auto with_split = [](const std::string& regex) {
+        json j = small_tokenizer({});
+        j["model"]["vocab"]["\u0120t"] = 260;  // "Ġt": byte 32's character and t
+        j["model"]["merges"] = {"\u0120 t"};
+        j["pre_tokenizer"] = {{"type", "Sequence"},
+                              {"pretokenizers",
+                               {{{"type", "Split"}, {"pattern", {{"Regex", regex}}}, {"behavior", "Isolated"}},
+                                {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+        return j;
+    };
+    EXPECT_EQ(encode_with(with_split("x"), " t"), (Ids{260}));          // no match: one piece, merged
+    EXPECT_EQ(encode_with(with_split("(?=t)"), " t"), (Ids{32, 116}));  // cut before t
+    EXPECT_EQ(encode_with(with_split("(?=t)"), "t"), (Ids{116}));
+}
+
+// Text that equals a special token's is text, also when the pre-token is exactly it (ignore_merges looks in the
+// model's vocabulary only).
+TEST(BpeTokenizer, SpecialTokenTextFromTextIsText) {
+    json j = small_tokenizer({}, /*ignore_merges=*/true);
+    j["added_tokens"][0]["content"] = "xyz";
+    const Ids ids = encode_with(j, "xyz");
+    EXPECT_EQ(ids, (Ids{120, 121, 122}));
+}
+
+// tokenizer_config.json's add_bos_token overrides the post-processor, as transformers does.
+TEST(Llama3Tokenizer, AddBosTokenFalseWins) {
+    test::TempDir tmp;
+    json c = test::read_json(llama3_dir() / "tokenizer_config.json");
+    c["add_bos_token"] = false;
+    test::write_file(tmp / "tokenizer_config.json", c.dump());
+    const BpeTokenizer tok(llama3_dir() / "tokenizer.json", tmp / "tokenizer_config.json");
+    EXPECT_FALSE(tok.add_bos());
+    EXPECT_EQ(tok.bos_id(), 128000);
 }
 
 // A folder with tokenizer.model uses SentencePiece, one with only tokenizer.json BPE, one with neither is an error.
@@ -255,6 +348,19 @@ TEST(Llama3Chat, RendersTheKnownIds) {
               "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
               "<|start_header_id|>assistant<|end_header_id|>\n\n");
     EXPECT_EQ(t.end_of_turn_ids(), (Ids{128009}));
+}
+
+// Jinja's trim strips Unicode whitespace too; the raw template adds BOS as the tokenizer does (3.0: none; 3.1: its
+// post-processor's).
+TEST(Llama3Chat, TrimsUnicodeSpaceAndTakesBosFromTheTokenizer) {
+    const ChatTemplate t(TemplateKind::llama3, llama3(), llama3_choice());
+    EXPECT_EQ(t.render_text("", {user("\u3000Hello\u00a0\n")}, false),
+              "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>");
+    const ChatTemplate raw30(TemplateKind::raw, llama3("llama3"), detect_template(llama3_dir("llama3")));
+    EXPECT_EQ(raw30.render("", {user("Hi")}, true), llama3("llama3").encode("Hi", false));
+    const ChatTemplate raw31(TemplateKind::raw, llama3(), llama3_choice());
+    EXPECT_EQ(raw31.render("", {user("Hi")}, true), llama3().encode("Hi", true));
+    EXPECT_TRUE(raw30.warnings().empty());
 }
 
 // A message holding the text of control tokens is text: the only control ids are the template's.

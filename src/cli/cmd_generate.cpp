@@ -34,7 +34,7 @@ Run add_generate(CLI::App& app) {
         const bool quiet = o->m.quiet;
         Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});
         std::vector<int32_t> tokens = l.tokenizer->encode(prompt, !o->no_bos && l.tokenizer->add_bos());
-        if (tokens.empty()) throw UsageError("the prompt is empty and --no-bos leaves nothing to start from");
+        if (tokens.empty()) throw UsageError("the prompt is empty and no BOS is prepended (--no-bos, or a tokenizer that adds none): nothing to start from");
         if (int64_t(tokens.size()) > ctx.n_ctx())
             throw Error("the prompt has " + std::to_string(tokens.size()) + " tokens but the context holds " +
                         std::to_string(ctx.n_ctx()) + " (raise -c/--ctx-size or shorten the prompt)");

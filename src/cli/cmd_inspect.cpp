@@ -86,10 +86,7 @@ Run add_inspect(CLI::App& app) {
         const ModelFiles f = open_model_files(o->model, /*read_data=*/false);
         const LlamaConfig& c = f.config;
         // A folder of weights alone has no tokenizer: null (a broken one is an error).
-        std::error_code ec;
-        const bool has_tokenizer = std::filesystem::exists(std::filesystem::path(o->model) / "tokenizer.model", ec) ||
-                                   std::filesystem::exists(std::filesystem::path(o->model) / "tokenizer.json", ec);
-        const nlohmann::json tok = has_tokenizer ? tokenizer_json(*load_tokenizer(o->model)) : nlohmann::json();
+        const nlohmann::json tok = has_tokenizer(o->model) ? tokenizer_json(*load_tokenizer(o->model)) : nlohmann::json();
         nlohmann::json tensors = nlohmann::json::array();
         int64_t params = 0;
         size_t bytes = 0;

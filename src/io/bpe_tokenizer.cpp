@@ -9,6 +9,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "plainllama/io/config.h"
 #include "plainllama/io/file.h"
 #include "plainllama/io/utf8.h"
 #include "plainllama/sys/error.h"
@@ -59,7 +60,8 @@ std::string token_bytes(const std::string& text) {
     return out;
 }
 
-// A compiled Oniguruma regex (UTF-8, Ruby syntax: HF tokenizers' defaults).
+// A compiled Oniguruma regex: UTF-8, Oniguruma's default syntax and no options, as HF tokenizers' onig crate
+// compiles it (Regex::new).
 class Regex {
    public:
     Regex(const std::string& pattern, const std::string& where) {
@@ -82,11 +84,18 @@ class Regex {
     Regex(const Regex&) = delete;
     Regex& operator=(const Regex&) = delete;
 
-    // The first match in s[from, size): [*begin, *end), false when none.
+    // The first match in s[from, size): [*begin, *end), false when none; Error when the search gives up (its retry
+    // limit: a pathological text such as millions of spaces).
     bool search(std::string_view s, size_t from, size_t* begin, size_t* end, OnigRegion* region) const {
         const auto* str = reinterpret_cast<const OnigUChar*>(s.data());
         const int r = onig_search(re_, str, str + s.size(), str + from, str + s.size(), region, ONIG_OPTION_NONE);
-        if (r < 0) return false;
+        if (r == ONIG_MISMATCH) return false;
+        if (r < 0) {
+            OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
+            onig_error_code_to_str(msg, r);
+            throw Error(std::string("tokenizer: the pre-tokenizer's regex failed on this text: ") +
+                        reinterpret_cast<const char*>(msg));
+        }
         *begin = size_t(region->beg[0]);
         *end = size_t(region->end[0]);
         return true;
@@ -126,21 +135,22 @@ uint64_t pair_key(int32_t a, int32_t b) { return uint64_t(uint32_t(a)) << 32 | u
 struct BpeTokenizer::Impl {
     std::string source;                                 // tokenizer.json's path, for messages
     std::vector<std::string> pieces;                    // [vocab_size] the entry as stored (sized once: ids views them)
-    std::unordered_map<std::string_view, int32_t> ids;  // entry (vocabulary or added token text) -> id
-    std::vector<std::string> bytes;                     // [vocab_size] the bytes it stands for
-    std::unordered_map<uint64_t, Merge> merges;         // (left id, right id) -> rank, merged id
-    int32_t byte_id[256] = {};                          // the token of each single byte
+    std::unordered_map<std::string_view, int32_t> ids;  // the model's vocabulary (what BPE and the merges see) -> id
+    std::unordered_map<std::string, int32_t> added_ids;  // added tokens' text -> id
+    std::vector<std::string> bytes;                      // [vocab_size] the bytes it stands for
+    std::unordered_map<uint64_t, Merge> merges;          // (left id, right id) -> rank, merged id
+    int32_t byte_id[256] = {};                           // the token of each single byte
     bool ignore_merges = false;
     std::vector<SplitStep> splits;
     std::vector<SpecialToken> specials;  // added tokens marked special
     std::vector<SpecialToken> matched;   // added tokens not special: matched in the text
     std::vector<int32_t> prefix;         // the post-processor's tokens before the text
     int32_t bos = -1, eos = -1;
-    bool config_add_bos = false;
 
     void load_model(const json& model, const json& added);
     void load_pre_tokenizer(const json& pre, const std::string& where);
-    void load_post_processor(const json& post, const std::string& where);
+    void load_post_processor(const json& post, const std::string& where, bool nested = false);
+    int32_t lookup(const std::string& piece) const;  // an added token's id, else the vocabulary's, else -1
     // Appends the ids of one pre-token (its bytes).
     void bpe(std::string_view word, std::vector<int32_t>* out) const;
     // Appends the ids of text (no added tokens in it); cache: ids of the pre-tokens seen, viewing the caller's text.
@@ -164,10 +174,14 @@ void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
     const json& vocab = field(model, "vocab", where);
     if (!vocab.is_object()) throw Error(where + ".vocab must be an object {token: id}");
     if (!added.is_array()) throw Error("added_tokens must be an array");
+    // Ids are dense: at most 1024 past the number of entries (a stray huge id must not allocate gigabytes).
+    const int64_t id_limit = int64_t(vocab.size() + added.size()) + 1024;
     int64_t max_id = -1;
     auto check_id = [&](const json& id, const std::string& at) {
-        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t(1) << 24))
-            throw Error(at + ": expected an id in [0, 2^24)");
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= id_limit)
+            throw Error(at + ": expected an id in [0, " + std::to_string(id_limit) +
+                        ") (the entries are numbered "
+                        "from 0)");
         max_id = std::max(max_id, id.get<int64_t>());
     };
     for (auto it = vocab.begin(); it != vocab.end(); ++it) check_id(*it, where + ".vocab[\"" + it.key() + "\"]");
@@ -183,11 +197,22 @@ void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
     }
     pieces.resize(size_t(max_id + 1));
     bytes.resize(size_t(max_id + 1));
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) pieces[it->get<size_t>()] = it.key();
-    for (const json& a : added) {
-        const int32_t id = a["id"].get<int32_t>();
-        pieces[size_t(id)] = a["content"].get<std::string>();
-        (flag(a, "special", false) ? specials : matched).push_back({id, pieces[size_t(id)]});
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+        std::string& p = pieces[it->get<size_t>()];
+        if (!p.empty())
+            throw Error(where + ".vocab: id " + it->dump() + " is both \"" + p + "\" and \"" + it.key() + "\"");
+        p = it.key();
+    }
+    const std::vector<std::string> vocab_pieces = pieces;  // (an added token may reuse its vocabulary entry's id)
+    for (size_t i = 0; i < added.size(); ++i) {
+        const int32_t id = added[i]["id"].get<int32_t>();
+        const std::string content = added[i]["content"].get<std::string>();
+        if (!pieces[size_t(id)].empty() && pieces[size_t(id)] != content)
+            throw Error("added_tokens[" + std::to_string(i) + "]: id " + std::to_string(id) + " is already \"" +
+                        pieces[size_t(id)] + "\"");
+        pieces[size_t(id)] = content;
+        added_ids[content] = id;
+        (flag(added[i], "special", false) ? specials : matched).push_back({id, content});
     }
     std::sort(matched.begin(), matched.end(),  // longest first: the longest match wins
               [](const SpecialToken& a, const SpecialToken& b) { return a.text.size() > b.text.size(); });
@@ -195,7 +220,7 @@ void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
     for (size_t id = 0; id < pieces.size(); ++id) {  // (an id between entries that has none stays empty)
         if (pieces[id].empty()) continue;
         bytes[id] = token_bytes(pieces[id]);
-        ids.emplace(std::string_view(pieces[id]), int32_t(id));
+        if (!vocab_pieces[id].empty()) ids.emplace(std::string_view(pieces[id]), int32_t(id));
     }
     for (const SpecialToken& t : specials) bytes[size_t(t.id)].clear();  // control tokens have no text
     for (int b = 0; b < 256; ++b) {
@@ -232,7 +257,7 @@ void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
         if (ia == ids.end() || ib == ids.end() || iab == ids.end())
             throw Error(where + ".merges[" + std::to_string(r) + "]: a token of \"" + std::string(a) + " " +
                         std::string(b) + "\" or their merge is not in the vocabulary");
-        merges.emplace(pair_key(ia->second, ib->second), Merge{int32_t(r), iab->second});  // the first rank wins
+        merges.insert_or_assign(pair_key(ia->second, ib->second), Merge{int32_t(r), iab->second});  // as HF: the last
     }
 }
 
@@ -244,6 +269,7 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& pre, const std::string& 
         if (!list.is_array()) throw Error(where + ".pretokenizers must be an array");
         for (size_t i = 0; i < list.size(); ++i)
             steps.push_back({&list[i], where + ".pretokenizers[" + std::to_string(i) + "]"});
+        if (steps.empty()) throw Error(where + ".pretokenizers is empty (expected Split steps and ByteLevel)");
     } else {
         steps.push_back({&pre, where});
     }
@@ -260,7 +286,7 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& pre, const std::string& 
             const json& pattern = field(s, "pattern", at);
             SplitStep step;
             if (pattern.contains("Regex") && pattern["Regex"].is_string())
-                step.regex = std::make_unique<Regex>(pattern["Regex"].get<std::string>(), source + ": " + at);
+                step.regex = std::make_unique<Regex>(pattern["Regex"].get<std::string>(), at);
             else if (pattern.contains("String") && pattern["String"].is_string() && pattern["String"] != "")
                 step.literal = pattern["String"].get<std::string>();
             else
@@ -271,7 +297,7 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& pre, const std::string& 
             if (flag(s, "add_prefix_space", false)) throw Error(at + ".add_prefix_space: true is not supported");
             if (flag(s, "use_regex", true)) {
                 SplitStep step;
-                step.regex = std::make_unique<Regex>(kGpt2Pattern, source + ": " + at);
+                step.regex = std::make_unique<Regex>(kGpt2Pattern, at);
                 splits.push_back(std::move(step));
             }
         } else {
@@ -282,15 +308,16 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& pre, const std::string& 
         throw Error(where + ": expected a ByteLevel pre-tokenizer (byte-level BPE)");
 }
 
-void BpeTokenizer::Impl::load_post_processor(const json& post, const std::string& where) {
+void BpeTokenizer::Impl::load_post_processor(const json& post, const std::string& where, bool nested) {
     if (post.is_null()) return;
     const std::string type = type_of(post, where);
     if (type == "ByteLevel") return;  // offsets only
     if (type == "Sequence") {
+        if (nested) throw Error(where + ": a Sequence inside a Sequence is not supported");
         const json& list = field(post, "processors", where);
         if (!list.is_array()) throw Error(where + ".processors must be an array");
         for (size_t i = 0; i < list.size(); ++i)
-            load_post_processor(list[i], where + ".processors[" + std::to_string(i) + "]");
+            load_post_processor(list[i], where + ".processors[" + std::to_string(i) + "]", true);
         return;
     }
     if (type != "TemplateProcessing")
@@ -317,9 +344,9 @@ void BpeTokenizer::Impl::load_post_processor(const json& post, const std::string
                 tok_ids.push_back(id.get<int32_t>());
             }
         } else {
-            const auto it = ids.find(name);
-            if (it == ids.end()) throw Error(where + ".single: token \"" + name + "\" is not in the vocabulary");
-            tok_ids.push_back(it->second);
+            const int32_t id = lookup(name);
+            if (id < 0) throw Error(where + ".single: token \"" + name + "\" is not in the vocabulary");
+            tok_ids.push_back(id);
         }
         prefix.insert(prefix.end(), tok_ids.begin(), tok_ids.end());
     }
@@ -334,8 +361,7 @@ BpeTokenizer::BpeTokenizer(const std::filesystem::path& tokenizer_json, const st
     if (!j.is_object()) throw Error(m.source + ": expected a JSON object");
     try {
         if (j.contains("normalizer") && !j["normalizer"].is_null())
-            throw Error("normalizer of type " + j["normalizer"].value("type", std::string("?")) +
-                        " is not supported (expected null)");
+            throw Error("normalizer " + json_brief(j["normalizer"]) + " is not supported (expected null)");
         m.load_model(field(j, "model", "tokenizer"), j.contains("added_tokens") ? j["added_tokens"] : json::array());
         m.load_pre_tokenizer(field(j, "pre_tokenizer", "tokenizer"), "pre_tokenizer");
         if (j.contains("post_processor")) m.load_post_processor(j["post_processor"], "post_processor");
@@ -344,6 +370,8 @@ BpeTokenizer::BpeTokenizer(const std::filesystem::path& tokenizer_json, const st
             throw Error("decoder.type is \"" + type_of(dec, "decoder") + "\"; only \"ByteLevel\" is supported");
     } catch (const Error& e) {
         throw Error(m.source + ": " + e.what());
+    } catch (const json::exception& e) {  // a value of an unexpected type somewhere
+        throw Error(m.source + ": unexpected value (" + e.what() + ")");
     }
     if (!tokenizer_config.empty()) {
         const std::string where = tokenizer_config.string();
@@ -359,12 +387,23 @@ BpeTokenizer::BpeTokenizer(const std::filesystem::path& tokenizer_json, const st
         };
         m.bos = token("bos_token");
         m.eos = token("eos_token");
-        m.config_add_bos = flag(c, "add_bos_token", false);
+        if (c.contains("add_bos_token") && c["add_bos_token"].is_boolean()) {  // as transformers: it overrides
+            if (!c["add_bos_token"].get<bool>())
+                m.prefix.clear();
+            else if (m.prefix.empty() && m.bos >= 0)
+                m.prefix = {m.bos};
+        }
     }
     if (m.bos < 0 && m.prefix.size() == 1) m.bos = m.prefix[0];
 }
 
 BpeTokenizer::~BpeTokenizer() = default;
+
+int32_t BpeTokenizer::Impl::lookup(const std::string& piece) const {
+    if (const auto it = added_ids.find(piece); it != added_ids.end()) return it->second;
+    const auto it = ids.find(std::string_view(piece));
+    return it == ids.end() ? -1 : it->second;
+}
 
 void BpeTokenizer::Impl::bpe(std::string_view word, std::vector<int32_t>* out) const {
     if (ignore_merges) {
@@ -419,9 +458,12 @@ void BpeTokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>
     for (const SplitStep& step : splits) {
         next.clear();
         for (const auto& [b, e] : pieces_now) {
+            // The matches as Oniguruma's find-iterator gives them (an empty match right where the previous match ended
+            // is skipped; the search goes on a character later), each a piece, as is the text between: an empty
+            // match cuts the text without a piece of its own.
             const std::string_view part = text.substr(b, e - b);
-            size_t start = 0, from = 0, mb = 0, me = 0;  // the piece in progress starts at start
-            while (from < part.size()) {
+            size_t start = 0, from = 0, mb = 0, me = 0, last_end = std::string::npos;
+            while (from <= part.size()) {
                 if (step.regex) {
                     if (!step.regex->search(part, from, &mb, &me, region)) break;
                 } else {
@@ -429,14 +471,16 @@ void BpeTokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>
                     if (mb == std::string::npos) break;
                     me = mb + step.literal.size();
                 }
-                if (me == mb) {  // an empty match splits nothing: search again from the next character
-                    from = mb + 1;
+                from = me;
+                if (me == mb) {  // the next search starts a character later
+                    ++from;
                     while (from < part.size() && (static_cast<unsigned char>(part[from]) & 0xC0) == 0x80) ++from;
-                    continue;
+                    if (me == last_end) continue;
                 }
+                last_end = me;
                 if (mb > start) next.push_back({b + start, b + mb});
-                next.push_back({b + mb, b + me});
-                start = from = me;
+                if (me > mb) next.push_back({b + mb, b + me});
+                start = me;
             }
             if (start < part.size()) next.push_back({b + start, e});
         }
@@ -473,14 +517,17 @@ std::vector<int32_t> BpeTokenizer::encode(const std::string& text, bool add_bos)
             out.push_back(m.bos);
     }
     std::unordered_map<std::string_view, std::vector<int32_t>> cache;  // views of text
-    // Non-special added tokens are whole tokens wherever they occur in the text; the text between them is BPE'd.
+    // Non-special added tokens are whole tokens wherever they occur in the text (the leftmost, then the longest);
+    // the text between them is BPE'd. next[i]: where m.matched[i] next occurs at or after pos.
     size_t pos = 0;
+    std::vector<size_t> next(m.matched.size(), 0);
+    for (size_t i = 0; i < next.size(); ++i) next[i] = text.find(m.matched[i].text);
     while (!m.matched.empty()) {
         size_t best = std::string::npos;
         const SpecialToken* hit = nullptr;
-        for (const SpecialToken& t : m.matched) {
-            const size_t at = text.find(t.text, pos);
-            if (at < best) best = at, hit = &t;
+        for (size_t i = 0; i < next.size(); ++i) {
+            if (next[i] != std::string::npos && next[i] < pos) next[i] = text.find(m.matched[i].text, pos);
+            if (next[i] < best) best = next[i], hit = &m.matched[i];  // (longest first on a tie: sorted so)
         }
         if (!hit) break;
         m.encode_text(std::string_view(text).substr(pos, best - pos), &out, &cache);
@@ -505,14 +552,11 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
 std::string BpeTokenizer::piece(int32_t id) const {
     return id >= 0 && id < vocab_size() ? impl_->pieces[size_t(id)] : "";
 }
-int32_t BpeTokenizer::piece_to_id(const std::string& piece) const {
-    const auto it = impl_->ids.find(std::string_view(piece));
-    return it == impl_->ids.end() ? -1 : it->second;
-}
+int32_t BpeTokenizer::piece_to_id(const std::string& piece) const { return impl_->lookup(piece); }
 int32_t BpeTokenizer::vocab_size() const { return int32_t(impl_->pieces.size()); }
 int32_t BpeTokenizer::bos_id() const { return impl_->bos; }
 int32_t BpeTokenizer::eos_id() const { return impl_->eos; }
-bool BpeTokenizer::add_bos() const { return !impl_->prefix.empty() || (impl_->config_add_bos && impl_->bos >= 0); }
+bool BpeTokenizer::add_bos() const { return !impl_->prefix.empty(); }
 std::vector<SpecialToken> BpeTokenizer::special_tokens() const { return impl_->specials; }
 
 }  // namespace plainllama

@@ -6,11 +6,20 @@
 
 namespace plainllama {
 
+namespace {
+// A name that is present, even as a directory or a dangling link, is the tokenizer: its error says why.
+bool present(const std::filesystem::path& p) {
+    std::error_code ec;
+    return std::filesystem::symlink_status(p, ec).type() != std::filesystem::file_type::not_found;
+}
+}  // namespace
+
+bool has_tokenizer(const std::filesystem::path& dir) {
+    return present(dir / "tokenizer.model") || present(dir / "tokenizer.json");
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir) {
     namespace fs = std::filesystem;
-    std::error_code ec;
-    // A name that is present, even as a directory or a dangling link, is the tokenizer: its error says why.
-    auto present = [&](const fs::path& p) { return fs::symlink_status(p, ec).type() != fs::file_type::not_found; };
     if (present(dir / "tokenizer.model")) return std::make_unique<SentencePieceTokenizer>(dir / "tokenizer.model");
     if (present(dir / "tokenizer.json")) {
         const fs::path config = dir / "tokenizer_config.json";
@@ -23,18 +32,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir) {
 
 namespace {
 
-// True when s ends in U+FFFD (what SentencePiece emits for an incomplete byte sequence) or in the
-// first bytes of an unfinished UTF-8 character.
-bool ends_incomplete(const std::string& s) {
-    if (s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0) return true;
-    for (size_t back = 1; back <= 4 && back <= s.size(); ++back) {
-        const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
-        if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-        const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        return need > back;
-    }
-    return false;
-}
+// True when s ends in U+FFFD: how both tokenizers decode an incomplete UTF-8 sequence (their output is always
+// valid UTF-8), so the character is not finished yet.
+bool ends_incomplete(const std::string& s) { return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0; }
 
 }  // namespace
 

@@ -1,33 +1,52 @@
-#include "plainllama/io/file.h"
 #include "plainllama/run/chat_template.h"
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 
+#include "plainllama/io/file.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
 
 namespace {
 
-// Python's str.strip() for ASCII whitespace.
+// Python's str.isspace() for one code point.
+bool is_space(uint32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// The code point of the UTF-8 sequence starting at s[i] (valid UTF-8), and its length.
+uint32_t code_point_at(const std::string& s, size_t i, size_t* len) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    *len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    uint32_t cp = *len == 1 ? c : *len == 2 ? (c & 0x1F) : *len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; k < *len && i + k < s.size(); ++k) cp = cp << 6 | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    return cp;
+}
+
+// Python's str.strip(), as Jinja's trim (Unicode whitespace too).
 std::string strip(const std::string& s) {
-    const char* ws = " \t\n\r\f\v";
-    const size_t b = s.find_first_not_of(ws);
-    if (b == std::string::npos) return "";
-    return s.substr(b, s.find_last_not_of(ws) - b + 1);
+    size_t b = 0, e = s.size(), len;
+    while (b < e && is_space(code_point_at(s, b, &len))) b += len;
+    while (e > b) {
+        size_t start = e - 1;
+        while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+        if (!is_space(code_point_at(s, start, &len))) break;
+        e = start;
+    }
+    return s.substr(b, e - b);
 }
 
 bool contains(const std::string& s, const char* sub) { return s.find(sub) != std::string::npos; }
 
-// A token field of tokenizer_config.json: "<s>" or {"content": "<s>", ...}.
-std::string token_field(const nlohmann::json& j, const char* key, const std::string& fallback) {
-    if (!j.contains(key)) return fallback;
+// A token field of tokenizer_config.json: "<s>" or {"content": "<s>", ...}; none when absent or null.
+std::optional<std::string> token_field(const nlohmann::json& j, const char* key) {
+    if (!j.contains(key)) return std::nullopt;
     const auto& v = j[key];
     if (v.is_string()) return v.get<std::string>();
     if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-    return fallback;
+    return std::nullopt;
 }
 
 }  // namespace
@@ -81,8 +100,8 @@ TemplateChoice detect_template(const std::filesystem::path& model_dir) {
         throw Error(file.string() + ": not valid JSON (" + e.what() + ")");
     }
     if (!j.is_object()) throw Error(file.string() + ": expected a JSON object");
-    c.bos_token = token_field(j, "bos_token", c.bos_token);
-    c.eos_token = token_field(j, "eos_token", c.eos_token);
+    c.bos_token = token_field(j, "bos_token");
+    c.eos_token = token_field(j, "eos_token");
     if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) c.add_bos = j["add_bos_token"].get<bool>();
 
     std::string tmpl;
@@ -124,7 +143,11 @@ TemplateChoice detect_template(const std::filesystem::path& model_dir) {
 }
 
 ChatTemplate::ChatTemplate(TemplateKind kind, const Tokenizer& tok, const TemplateChoice& tokens)
-    : kind_(kind), tok_(tok), bos_(tokens.bos_token), eos_(tokens.eos_token), add_bos_(tokens.add_bos) {
+    : kind_(kind),
+      tok_(tok),
+      bos_(tokens.bos_token.value_or(tok.bos_id() >= 0 ? tok.piece(tok.bos_id()) : "")),
+      eos_(tokens.eos_token.value_or(tok.eos_id() >= 0 ? tok.piece(tok.eos_id()) : "")),
+      add_bos_(tokens.add_bos.value_or(tok.add_bos()) && !bos_.empty()) {
     std::vector<std::string> specials;
     if (kind_ == TemplateKind::llama2 || kind_ == TemplateKind::zephyr) specials.push_back(eos_);
     if (kind_ == TemplateKind::llama2 || add_bos_) specials.insert(specials.begin(), bos_);
@@ -137,7 +160,7 @@ ChatTemplate::ChatTemplate(TemplateKind kind, const Tokenizer& tok, const Templa
         for (const char* s : {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}) specials.push_back(s);
     }
     for (const std::string& s : specials)
-        if (tok_.piece_to_id(s) < 0)
+        if (!s.empty() && tok_.piece_to_id(s) < 0)
             warnings_.push_back(std::string("chat template ") + template_name(kind_) + ": '" + s +
                                 "' is not in the vocabulary; it is tokenized as text");
 }

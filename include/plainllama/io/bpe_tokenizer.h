@@ -11,8 +11,10 @@
 //   decoder         ByteLevel
 //   added_tokens    whole tokens: special ones never come out of encoding text (only chat templates insert them);
 //                   non-special ones are matched in the text first, as HF does
-// BOS: the post-processor's tokens before the sequence, else tokenizer_config.json's bos_token when its
-// add_bos_token is true.
+// BOS: the post-processor's tokens before the sequence; tokenizer_config.json's add_bos_token, when present,
+// overrides it (false: none; true: its bos_token), as transformers does. Decoding returns the text the tokens stand
+// for: tokenizer_config.json's clean_up_tokenization_spaces (HF's decode then drops spaces before punctuation) is
+// not applied.
 #pragma once
 #include <filesystem>
 #include <memory>

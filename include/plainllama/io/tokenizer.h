@@ -38,6 +38,8 @@ class Tokenizer {
 // The tokenizer of a model folder: tokenizer.model (SentencePiece) when present, else tokenizer.json (with
 // tokenizer_config.json beside it when present); Error naming the folder when it has neither.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir);
+// Whether the folder has a tokenizer file (present, even if it cannot be read).
+bool has_tokenizer(const std::filesystem::path& dir);
 
 // Streaming detokenizer: feed ids one at a time, get the new text. It decodes a short window of
 // recent ids (so a word's leading space survives) and holds back an incomplete UTF-8 character

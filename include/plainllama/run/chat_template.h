@@ -21,9 +21,12 @@
 // <|im_end|>) become their single ids; the text between two of them is one SentencePiece segment, encoded
 // without BOS (SentencePiece puts its '▁' dummy prefix in front of every segment). Text in messages is never
 // parsed for special tokens. A special token the vocabulary lacks is tokenized as text (see warnings()).
-// BOS: llama2's template writes <s> itself (one per [INST]); for zephyr, chatml and raw the tokenizer adds
-// one BOS at the start of the conversation, as HF's tokenizer does when it encodes the rendered prompt
-// (add_bos_token, true unless tokenizer_config.json says otherwise).
+// BOS: llama2's template writes <s> itself (one per [INST]), llama3 <|begin_of_text|> once; for zephyr, chatml and
+// raw the tokenizer adds one BOS at the start of the conversation, as HF's tokenizer does when it encodes the
+// rendered prompt (tokenizer_config.json's add_bos_token, else as the tokenizer does for any text). The BOS and EOS
+// tokens are tokenizer_config.json's bos_token and eos_token, else the tokenizer's.
+// llama3 is the template Meta's Llama 3 folders ship; 3.1 and later also write a system block with "Cutting
+// Knowledge Date: ..." and today's date, which this rendering leaves out.
 //
 // A reply the model generated keeps the ids it was generated as (ChatMessage::ids, the tokens in the KV
 // cache) in place of its text: its region of the rendering (llama2: ' ' + strip(a) + ' ' between
@@ -34,6 +37,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,13 +55,14 @@ TemplateKind parse_template_name(const std::string& name, const std::string& wha
 // of {name, template} whose "default" or first entry is used), recognised by substrings:
 //   "<|start_header_id|>" -> llama3; "<|im_start|>" -> chatml; "<|user|>" without "<|end|>" -> zephyr; "[INST]" -> llama2;
 // no file or no chat_template -> raw; an unrecognised template -> raw with a warning.
-// Also reads bos_token/eos_token (a string or {"content": ...}) and add_bos_token when present.
+// Also reads bos_token/eos_token (a string or {"content": ...}) and add_bos_token when present; what is absent comes
+// from the tokenizer (its BOS and EOS, and whether it prepends BOS).
 struct TemplateChoice {
     TemplateKind kind = TemplateKind::raw;
     std::string reason;   // one line: where the choice came from
     std::string warning;  // non-empty when the model's template was not recognised
-    std::string bos_token = "<s>", eos_token = "</s>";
-    bool add_bos = true;
+    std::optional<std::string> bos_token, eos_token;
+    std::optional<bool> add_bos;
 };
 TemplateChoice detect_template(const std::filesystem::path& model_dir);
 
