@@ -454,7 +454,9 @@ void BpeTokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>
                                      std::unordered_map<std::string_view, std::vector<int32_t>>* cache) const {
     // Pre-tokens as [begin, end) of text, through each Split step in turn.
     std::vector<std::pair<size_t, size_t>> pieces_now = {{0, text.size()}}, next;
-    OnigRegion* region = onig_region_new();
+    const std::unique_ptr<OnigRegion, void (*)(OnigRegion*)> owned(onig_region_new(),
+                                                                    [](OnigRegion* r) { onig_region_free(r, 1); });
+    OnigRegion* region = owned.get();
     for (const SplitStep& step : splits) {
         next.clear();
         for (const auto& [b, e] : pieces_now) {
@@ -486,7 +488,6 @@ void BpeTokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>
         }
         pieces_now.swap(next);
     }
-    onig_region_free(region, 1);
     for (const auto& [b, e] : pieces_now) {
         if (e == b) continue;
         const std::string_view word = text.substr(b, e - b);
