@@ -1,6 +1,7 @@
 // plainllama bench: prompt-processing and generation speed (llama-bench's pp/tg), with effective GB/s
 // for generation against the machine's read bandwidth measured in the same run.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -175,9 +176,9 @@ Run add_bench(CLI::App& app) {
         const size_t rss = resident_set_bytes();
         const Stats pp = stats(pp_tps), tg = stats(tg_tps);
 
-        // Bytes a generated token reads: every weight once, plus K and V (f32) of the positions it attends
-        // to, p + 1 .. p + n, on average p + (n + 1) / 2 per layer and KV head.
-        const double weight_bytes = double(l.model->weight_bytes());
+        // Bytes a generated token reads: every matrix once as packed or quantized, the norms, plus K and V (f32) of
+        // the positions it attends to, p + 1 .. p + n, on average p + (n + 1) / 2 per layer and KV head.
+        const double weight_bytes = double(l.model->bytes_per_token());
         const double kv_per_pos = double(c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim) * sizeof(float);
         const double bytes_per_token = weight_bytes + kv_per_pos * (double(P) + double(N + 1) / 2.0);
         const double tg_gbs = bytes_per_token * tg.mean / 1e9;
@@ -192,7 +193,11 @@ Run add_bench(CLI::App& app) {
             for (int64_t d : s.shape) e *= double(d);
             params += e;
         }
-        const std::string dtype = projection_dtype(*l.model);
+        std::string dtype = projection_dtype(*l.model);
+        if (l.model->quant() != QuantScheme::none) {  // llama-bench's spelling: Q4_K_M
+            dtype = scheme_name(l.model->quant());
+            for (char& ch : dtype) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+        }
         const std::string cpu = cpu_model_name(), flags = cpu_simd_flags();
         if (o->json) {
             nlohmann::json j = {{"model", o->m.model},
@@ -203,6 +208,8 @@ Run add_bench(CLI::App& app) {
                                 {"cpu", cpu},
                                 {"kernels", kernels_isa()},
                                 {"weight_bytes", l.model->weight_bytes()},
+                                {"bytes_per_token", l.model->bytes_per_token()},
+                                {"quant", scheme_name(l.model->quant())},
                                 {"rss_bytes", rss},
                                 {"bandwidth_gb_s", bw},
                                 {"pp", {{"n", P}, {"tok_s", pp.mean}, {"stdev", pp.stdev}}},

@@ -31,7 +31,7 @@ Run add_perplexity(CLI::App& app) {
         ModelOpts m;
         std::string file;
         int64_t ctx = 512, chunks = -1, stride = 0, batch = 512;
-        bool json = false;
+        bool json = false, kld = false;
     };
     auto o = std::make_shared<Opts>();
     add_model_options(cmd, o->m, /*with_ctx=*/false);
@@ -49,9 +49,16 @@ Run add_perplexity(CLI::App& app) {
         ->check(CLI::Range(int64_t(1), int64_t(1) << 24))
         ->capture_default_str();
     cmd->add_flag("--json", o->json, "Print the final figures and per-chunk values as JSON on stdout");
+    cmd->add_flag("--kl-divergence,--kld", o->kld,
+                  "With --quant: also run the unquantized model and report its PPL, the mean KL divergence from it "
+                  "and how often both pick the same most likely token");
     return [o] {
         const std::string text = read_prompt("", o->file, false, true);
+        if (o->kld && (o->m.quant == "none" || o->stride > 0))
+            throw UsageError("--kl-divergence compares a quantized model with the unquantized one: give --quant (not with --stride)");
         Loaded l = load(o->m);
+        std::unique_ptr<Model> reference;  // --kl-divergence: the same folder unquantized
+        if (o->kld) reference = std::make_unique<Model>(o->m.model);
         const LlamaConfig& c = l.model->config();
         if (o->ctx > c.max_position_embeddings)
             throw UsageError("--ctx " + std::to_string(o->ctx) + " is larger than the model's context (" +
@@ -67,10 +74,15 @@ Run add_perplexity(CLI::App& app) {
         // window, whose windows are few and long, one context with all threads.
         const int threads = omp_get_max_threads();
         std::vector<std::unique_ptr<Context>> contexts;
-        std::vector<Context*> ctx_ptrs;
+        std::vector<Context*> ctx_ptrs, ref_ptrs;
+        const ContextParams params{o->ctx, std::min(o->batch, o->ctx)};
         for (int i = 0; i < (o->stride > 0 ? 1 : threads); ++i) {
-            contexts.push_back(std::make_unique<Context>(*l.model, ContextParams{o->ctx, std::min(o->batch, o->ctx)}));
+            contexts.push_back(std::make_unique<Context>(*l.model, params));
             ctx_ptrs.push_back(contexts.back().get());
+            if (reference) {
+                contexts.push_back(std::make_unique<Context>(*reference, params));
+                ref_ptrs.push_back(contexts.back().get());
+            }
         }
         Context& ctx = *contexts[0];
         t0 = now_seconds();
@@ -93,7 +105,8 @@ Run add_perplexity(CLI::App& app) {
         const Context::Abort abort = [] { return g_interrupted.load(); };
         const PerplexityResult r = o->stride > 0
                                        ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress, abort)
-                                       : perplexity_chunks(ctx_ptrs, tokens, o->ctx, bos, o->chunks, progress, abort);
+                                       : perplexity_chunks(ctx_ptrs, tokens, o->ctx, bos, o->chunks, progress, abort,
+                                                           ref_ptrs);
         if (r.n_windows == 0) {  // Ctrl-C inside the first chunk/window
             if (tty && !quiet) std::fprintf(stderr, "\r\033[K");
             std::fprintf(stderr, "\n[interrupted] before the first %s was finished: no perplexity\n",
@@ -116,10 +129,17 @@ Run add_perplexity(CLI::App& app) {
                                 {"n_scored", r.n_scored}, {"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr},
                                 {"mean_nll", r.mean_nll}, {"seconds", secs},
                                 {"tokens_per_second", double(evaluated) / secs},
-                                {"chunk_ppl", r.window_ppl}, {"running_ppl", r.running_ppl}};
+                                {"chunk_ppl", r.window_ppl}, {"running_ppl", r.running_ppl},
+                                {"quant", o->m.quant}};
+            if (reference)
+                j["kld"] = {{"ref_ppl", r.ref_ppl}, {"mean_kld", r.mean_kld}, {"kld_stderr", r.kld_stderr},
+                            {"same_top", r.same_top}};
             std::printf("%s\n", j.dump().c_str());
         } else {
             std::printf("PPL = %.4f +/- %.4f\n", r.ppl, r.ppl_stderr);
+            if (reference)
+                std::printf("unquantized PPL = %.4f; mean KLD = %.6f +/- %.6f; same top token %.2f%%\n", r.ref_ppl,
+                            r.mean_kld, r.kld_stderr, 100.0 * r.same_top);
         }
         return g_interrupted.load() ? 130 : 0;
     };

@@ -54,6 +54,10 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
         cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings, at most 4096)")
             ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
     cmd->add_flag("--quiet", o.quiet, "Print nothing on stderr but errors");
+    cmd->add_option("--quant", o.quant,
+                    "Quantize the weight matrices at load: none (exact), q8_0, q6_k or q4_k_m (llama.cpp's mix)")
+        ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m"}))
+        ->capture_default_str();
     cmd->add_flag("--check-tensors", o.check_tensors,
                   "Scan every tensor for NaN and Inf at load; fail naming the tensor and the first bad index");
 }
@@ -184,7 +188,7 @@ Loaded load(const ModelOpts& o) {
             if (!tty || total < (size_t(64) << 20) || pct == shown) return;
             shown = pct;
             std::fprintf(stderr, pct < 100 ? "\rloading %s: %d%%" : "\r\033[K", name.c_str(), pct);
-        });
+        }, parse_scheme(o.quant, "--quant"));
     } catch (...) {
         if (shown >= 0 && shown < 100) std::fprintf(stderr, "\r\033[K");  // the error gets a line of its own
         throw;

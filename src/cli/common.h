@@ -19,6 +19,7 @@ struct ModelOpts {
     int64_t ctx_size = 0;  // 0 = max_position_embeddings
     bool quiet = false;
     bool check_tensors = false;  // scan every tensor for NaN/Inf at load
+    std::string quant = "none";  // --quant: the matrices' formats (quant_scheme.h)
 };
 void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx = true);
 

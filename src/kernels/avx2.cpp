@@ -11,6 +11,7 @@ namespace plainllama::isa {
 namespace {
 
 #include "elementwise.inc"
+#include "quant.inc"
 
 // 8 lanes of any storage type as f32.
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -228,6 +229,11 @@ constexpr Kernels kTable = {
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
+    .quantize_q8x32 = quantize_q8x32,
+    .quantize_q8x256 = quantize_q8x256,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_k = matvec_q4_k,
+    .matvec_q6_k = matvec_q6_k,
     .sum_stream = sum_stream,
 };
 

@@ -14,6 +14,7 @@ namespace plainllama::isa {
 namespace {
 
 #include "elementwise.inc"
+#include "quant.inc"
 
 #define PL_TARGET_BF16 __attribute__((target("avx512bf16")))
 
@@ -213,6 +214,125 @@ void widen(float* out, const T* src, int64_t n) {
     if (i < n) _mm512_mask_storeu_ps(out + i, tail_mask(n - i), load16(src + i, tail_mask(n - i)));
 }
 
+// ---- quantized weights: the integer sums of quant.inc's kernels with 64-byte vectors (u8 x s8 pairs summed into
+// s16 by vpmaddubsw, never saturating here: at most 2 x 128 x 127; then times the sub-block scales into s32 by
+// vpmaddwd), one horizontal sum per block, and then quant.inc's float steps, in its order: the same bits.
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+
+inline int hsum(__m512i v) {
+    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4E));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xB1));
+    return _mm_cvtsi128_si32(q);
+}
+inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+// 32 s16 lanes: the first 16 a, the last 16 b.
+inline __m512i halves16(int a, int b) { return join(_mm256_set1_epi16(int16_t(a)), _mm256_set1_epi16(int16_t(b))); }
+
+void matvec_q8_0_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t r0, int64_t r1) {
+    const int64_t nb = K / 32;
+    const __m512i ones = _mm512_set1_epi16(1);
+    for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* w = W + r * nb * 34;
+        float acc = 0.0f;
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2, w += 68) {  // two blocks per vector
+            const __m512i q = join(load32(w + 2), load32(w + 36)), v = join(load32(x[b].qs), load32(x[b + 1].qs));
+            const __mmask64 neg = _mm512_movepi8_mask(q);  // |w| x (x with w's sign)
+            const __m512i s = _mm512_mask_sub_epi8(v, neg, _mm512_setzero_si512(), v);
+            const __m512i d = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(q), s), ones);
+            const int i0 = hsum(_mm512_maskz_mov_epi32(0x00FF, d)), i1 = hsum(_mm512_maskz_mov_epi32(0xFF00, d));
+            acc += (half_to_float(w) * x[b].d) * float(i0);
+            acc += (half_to_float(w + 34) * x[b + 1].d) * float(i1);
+        }
+        for (; b < nb; ++b, w += 34) {
+            const int8_t* q = reinterpret_cast<const int8_t*>(w + 2);
+            int isum = 0;
+            for (int i = 0; i < 32; ++i) isum += int(q[i]) * int(x[b].qs[i]);
+            acc += (half_to_float(w) * x[b].d) * float(isum);
+        }
+        out[r] = acc;
+    }
+}
+
+void matvec_q4_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) {
+    const int64_t nb = K / 256;
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* w = W + r * nb * 144;
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; ++b, w += 144) {
+            const uint8_t* s = w + 4;
+            int sc[8], m[8];
+            for (int j = 0; j < 8; ++j) {
+                sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4;
+                m[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+            }
+            const int8_t* xq = x[b].qs;
+            __m512i sum = _mm512_setzero_si512();
+            for (int p = 0; p < 2; ++p) {  // groups 2p and 2p + 1: sub-blocks 4p .. 4p + 3
+                const __m512i q = _mm512_loadu_si512(w + 16 + 64 * p);
+                const __m512i lo = _mm512_and_si512(q, nib), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+                const int8_t* xp = xq + 128 * p;
+                const __m512i x_lo = join(load32(xp), load32(xp + 64)), x_hi = join(load32(xp + 32), load32(xp + 96));
+                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, x_lo),
+                                                              halves16(sc[4 * p], sc[4 * p + 2])));
+                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, x_hi),
+                                                              halves16(sc[4 * p + 1], sc[4 * p + 3])));
+            }
+            int imin = 0;
+            for (int j = 0; j < 8; ++j) imin += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
+            acc += x[b].d * (half_to_float(w) * float(hsum(sum)) - half_to_float(w + 2) * float(imin));
+        }
+        out[r] = acc;
+    }
+}
+
+void matvec_q6_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) {
+    const int64_t nb = K / 256;
+    const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3);
+    // s16 lane i of the scale vector for sub-blocks 4c .. 4c + 3: the scale of sub-block 4c + i / 8.
+    const __m128i spread0 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    for (int64_t r = r0; r < r1; ++r) {
+        const uint8_t* w = W + r * nb * 210;
+        float acc = 0.0f;
+        for (int64_t b = 0; b < nb; ++b, w += 210) {
+            const int8_t* sc = reinterpret_cast<const int8_t*>(w + 192);
+            const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+            auto scale16 = [&](int first) {  // s16 x 32: sub-blocks first .. first + 3, 8 lanes each
+                const __m128i a = _mm_shuffle_epi8(scales, _mm_add_epi8(spread0, _mm_set1_epi8(char(first))));
+                const __m128i c = _mm_shuffle_epi8(scales, _mm_add_epi8(spread0, _mm_set1_epi8(char(first + 2))));
+                return join(_mm256_cvtepi8_epi16(a), _mm256_cvtepi8_epi16(c));
+            };
+            __m512i sum = _mm512_setzero_si512();
+            for (int h = 0; h < 2; ++h) {  // 128 weights: ql[64h ..], qh[32h ..]
+                const __m512i ql = _mm512_loadu_si512(w + 64 * h);
+                const __m256i qh = load32(w + 128 + 32 * h);
+                const __m512i hb = join(qh, _mm256_srli_epi16(qh, 2));  // bits 0-1 for weights 0..31, 2-3 for 32..63
+                const __m512i hi_a = _mm512_slli_epi16(_mm512_and_si512(hb, two), 4);
+                const __m512i hi_b = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), two), 4);
+                const __m512i qa = _mm512_or_si512(_mm512_and_si512(ql, nib), hi_a);  // weights 0 .. 63
+                const __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nib), hi_b);  // 64 .. 127
+                const int8_t* xh = x[b].qs + 128 * h;
+                sum = _mm512_add_epi32(
+                    sum, _mm512_madd_epi16(_mm512_maddubs_epi16(qa, _mm512_loadu_si512(xh)), scale16(8 * h)));
+                sum = _mm512_add_epi32(
+                    sum, _mm512_madd_epi16(_mm512_maddubs_epi16(qb, _mm512_loadu_si512(xh + 64)), scale16(8 * h + 4)));
+            }
+            int offset = 0;  // the values are stored + 32
+            for (int j = 0; j < 16; ++j) offset += int(sc[j]) * x[b].bsums[j];
+            acc += (half_to_float(w + 208) * x[b].d) * float(hsum(sum) - 32 * offset);
+        }
+        out[r] = acc;
+    }
+}
+
+#pragma GCC pop_options
+
 // Four independent accumulators, so the adds' latency does not limit the loads.
 float sum_stream(const float* p, int64_t n) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -251,6 +371,11 @@ constexpr Kernels kTable = {
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
+    .quantize_q8x32 = quantize_q8x32,
+    .quantize_q8x256 = quantize_q8x256,
+    .matvec_q8_0 = matvec_q8_0_v,
+    .matvec_q4_k = matvec_q4_k_v,
+    .matvec_q6_k = matvec_q6_k_v,
     .sum_stream = sum_stream,
 };
 

@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "plainllama/kernels/quant.h"
+
 namespace plainllama::isa {
 
 constexpr int64_t kNR = 32;  // panel width (= kPanel)
@@ -100,6 +102,14 @@ struct Kernels {
     void (*silu_mul)(float* g, const float* u, int64_t n) = {};
     void (*add)(float* y, const float* x, int64_t n) = {};
     void (*rope_rotate_half)(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) = {};
+    // Quantized weights, decode (quant.inc): x [K] to 8-bit blocks, and out[r] = W[r, :] x for rows r0 .. r1-1 of a
+    // row-major quantized W [*, K].
+    void (*quantize_q8x32)(BlockQ8x32* y, const float* x, int64_t K) = {};
+    void (*quantize_q8x256)(BlockQ8x256* y, const float* x, int64_t K) = {};
+    void (*matvec_q8_0)(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t r0, int64_t r1) = {};
+    void (*matvec_q4_k)(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) = {};
+    void (*matvec_q6_k)(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) = {};
+
     // sum(p[0 .. n)) with independent accumulators, for the bandwidth test: p 64-byte aligned, n a multiple of 64.
     float (*sum_stream)(const float* p, int64_t n) = {};
 };

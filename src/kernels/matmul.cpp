@@ -68,8 +68,47 @@ void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
             tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
 }
 
-void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, int64_t p0, int64_t p1) {
+// x [T, K] as 8-bit blocks, for the quantized matrices of a product: once per product and block size needed, row
+// t's blocks at t * K / block.
+struct QuantizedX {
+    const BlockQ8x32* q32 = nullptr;
+    const BlockQ8x256* q256 = nullptr;
+};
+QuantizedX quantize_x(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, int64_t K) {
+    static thread_local std::vector<BlockQ8x32> q32;
+    static thread_local std::vector<BlockQ8x256> q256;
+    QuantizedX q;
+    for (int i = 0; i < n_jobs; ++i) {
+        const QuantType t = jobs[i].W->quant;
+        if (t == QuantType::q8_0 && !q.q32) {
+            q32.resize(size_t(T * K / 32));
+            for (int64_t r = 0; r < T; ++r) ks.quantize_q8x32(q32.data() + r * K / 32, x + r * K, K);
+            q.q32 = q32.data();
+        } else if ((t == QuantType::q4_k || t == QuantType::q6_k) && !q.q256) {
+            q256.resize(size_t(T * K / 256));
+            for (int64_t r = 0; r < T; ++r) ks.quantize_q8x256(q256.data() + r * K / 256, x + r * K, K);
+            q.q256 = q256.data();
+        }
+    }
+    return q;
+}
+
+// out[r] = W[r, :] x_t for rows r0 .. r1-1 of a quantized W, x_t token t's quantized row.
+void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const QuantizedX& xq, int64_t t, int64_t r0,
+                  int64_t r1) {
+    const auto* data = static_cast<const uint8_t*>(W.data);
+    switch (W.quant) {
+        case QuantType::q8_0: return ks.matvec_q8_0(out, data, W.K, xq.q32 + t * (W.K / 32), r0, r1);
+        case QuantType::q4_k: return ks.matvec_q4_k(out, data, W.K, xq.q256 + t * (W.K / 256), r0, r1);
+        case QuantType::q6_k: return ks.matvec_q6_k(out, data, W.K, xq.q256 + t * (W.K / 256), r0, r1);
+        case QuantType::none: return;
+    }
+}
+
+void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const QuantizedX& xq, int64_t p0,
+                   int64_t p1) {
     const PackedMatrix& W = *j.W;
+    if (W.quant != QuantType::none) return matvec_quant(ks, j.out, W, xq, 0, p0 * kNR, std::min(W.N, p1 * kNR));
     switch (W.dtype) {
         case DType::F32:
             return ks.matvec_f32(j.out, x, static_cast<const float*>(W.data), W.N, W.K, p0, p1);
@@ -83,6 +122,7 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, int64_
 // Decode: out_i = W_i x for every job, in one parallel region: the panels of all jobs, end to end, are cut into
 // one contiguous range per thread, so each thread streams its share of the weights once.
 void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
+    const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, 1, K);
     int64_t panels = 0;
     for (int i = 0; i < n_jobs; ++i) panels += n_panels(jobs[i].W->N);
 #pragma omp parallel if (panels * kPanel * K >= kParallelWork)
@@ -92,7 +132,7 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
         int64_t base = 0;
         for (int i = 0; i < n_jobs; ++i) {
             const int64_t np = n_panels(jobs[i].W->N), lo = std::max(g0, base), hi = std::min(g1, base + np);
-            if (lo < hi) matvec_panels(ks, jobs[i], x, lo - base, hi - base);
+            if (lo < hi) matvec_panels(ks, jobs[i], x, xq, lo - base, hi - base);
             base += np;
         }
     }
@@ -170,6 +210,7 @@ void gemm_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float
         any_bf16 = any_bf16 || jobs[i].W->dtype == DType::BF16;
     }
     const uint32_t* xb = dot && any_bf16 ? bf16_pairs(ks, x, T_, K) : nullptr;
+    const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, T_, K);
     for_each_tile(T_, first.back() * kNR, K, [&](int64_t t0, int64_t t1, int64_t g0, int64_t) {
         const int64_t gp = g0 / kNR;
         int i = 0;
@@ -177,6 +218,10 @@ void gemm_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float
         const PackedMatrix& W = *jobs[i].W;
         const int64_t n0 = (gp - first[size_t(i)]) * kNR, nr = std::min(kNR, W.N - n0);
         float* out = jobs[i].out;
+        if (W.quant != QuantType::none) {  // the decode arithmetic, token by token: prefill == decode, bit for bit
+            for (int64_t t = t0; t < t1; ++t) matvec_quant(ks, out + t * W.N, W, xq, t, n0, n0 + nr);
+            return;
+        }
         switch (W.dtype) {
             case DType::F32:
                 return gemm_tile(ks, out, x, static_cast<const float*>(W.data), W.N, K, t0, t1, n0, nr);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+#include <vector>
 
 #include "isa.h"
 #include "plainllama/kernels/kernels.h"
@@ -60,14 +61,31 @@ PackedWeights::PackedWeights(size_t capacity) : capacity_(capacity) {
     data_.reset(static_cast<char*>(p));
 }
 
-PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K) {
+size_t matrix_bytes(DType t, QuantType q, int64_t N, int64_t K) {
+    return q == QuantType::none ? packed_bytes(t, N, K) : size_t(N) * quant_row_bytes(q, K);
+}
+
+PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, QuantType q) {
     static_assert(kPanel * 2 % 64 == 0, "a packed matrix must keep the next one 64-byte aligned");
-    const size_t n = packed_bytes(t, N, K);  // a multiple of 64 (kPanel rows of 2 or 4 bytes): the next stays aligned
-    if (n > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
-    void* dst = data_.get() + used_;
-    used_ += n;
-    pack_matrix(dst, W, t, N, K);
-    return PackedMatrix{dst, t, N, K};
+    const size_t n = matrix_bytes(t, q, N, K), padded = (n + 63) / 64 * 64;  // the next stays aligned
+    if (padded > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
+    uint8_t* dst = reinterpret_cast<uint8_t*>(data_.get() + used_);
+    used_ += padded;
+    if (q == QuantType::none) {
+        pack_matrix(dst, W, t, N, K);
+        return PackedMatrix{dst, t, N, K};
+    }
+    const size_t row = quant_row_bytes(q, K), es = dtype_size(t);
+#pragma omp parallel if (N * K >= kParallelWork)
+    {
+        std::vector<float> x(static_cast<size_t>(K));  // [K] one row in f32
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < N; ++r) {
+            convert_to_f32(x.data(), static_cast<const uint8_t*>(W) + size_t(r * K) * es, t, K);
+            quantize_row(q, x.data(), dst + size_t(r) * row, K);
+        }
+    }
+    return PackedMatrix{dst, t, N, K, q};
 }
 
 }  // namespace plainllama

@@ -10,6 +10,7 @@ namespace plainllama::isa {
 namespace {
 
 #include "elementwise.inc"
+#include "quant.inc"
 
 inline float to_f32(float v) { return v; }
 inline float to_f32(F16 v) { return f16_to_f32(v.bits); }
@@ -91,6 +92,11 @@ constexpr Kernels kTable = {
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
+    .quantize_q8x32 = quantize_q8x32,
+    .quantize_q8x256 = quantize_q8x256,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_k = matvec_q4_k,
+    .matvec_q6_k = matvec_q6_k,
     .sum_stream = sum_stream,
 };
 

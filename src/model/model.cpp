@@ -32,7 +32,7 @@ size_t weight_bytes(const LlamaConfig& c, const Checkpoint& ckpt) {
     return n;
 }
 
-Model::Model(const std::filesystem::path& dir, const Progress& progress) : dir_(dir) {
+Model::Model(const std::filesystem::path& dir, const Progress& progress, QuantScheme quant) : dir_(dir), quant_(quant) {
     ModelFiles f = open_model_files(dir);
     config_ = f.config;
     checkpoint_ = std::move(f.checkpoint);
@@ -41,16 +41,25 @@ Model::Model(const std::filesystem::path& dir, const Progress& progress) : dir_(
 }
 
 void Model::pack_weights(const Progress& progress) {
-    std::vector<Weight*> matrices;
-    for (const TensorSpec& s : llama_tensor_table(config_))
-        if (s.matrix) matrices.push_back(&weight_of(weights_, s));
-    if (config_.tie_word_embeddings) matrices.push_back(&weights_.lm_head);  // packs the embedding's tensor
+    std::vector<std::pair<Weight*, QuantType>> matrices;  // and the format each takes
+    bytes_per_token_ = 0;
+    for (const TensorSpec& s : llama_tensor_table(config_)) {
+        Weight& w = weight_of(weights_, s);
+        if (s.matrix)
+            matrices.push_back({&w, quant_for(quant_, s, config_)});
+        else if (s.layer >= 0 || s.model_field == &ModelWeights::norm)
+            bytes_per_token_ += size_t(w.rows * w.cols) * dtype_size(w.dtype);  // norms
+    }
+    if (config_.tie_word_embeddings)  // packs the embedding's tensor
+        matrices.push_back({&weights_.lm_head, quant_for_tied_lm_head(quant_, config_)});
 
     auto bytes = [](const Weight& w) { return size_t(w.rows * w.cols) * dtype_size(w.dtype); };
     size_t done = 0, total = 0, capacity = 0;
-    for (const Weight* w : matrices) {
+    for (const auto& [w, q] : matrices) {
         total += bytes(*w);
-        capacity += packed_bytes(w->dtype, w->rows, w->cols);
+        const size_t n = matrix_bytes(w->dtype, q, w->rows, w->cols);
+        capacity += (n + 63) / 64 * 64;
+        bytes_per_token_ += n;
     }
     try {
         packed_ = std::make_unique<PackedWeights>(capacity);
@@ -58,8 +67,8 @@ void Model::pack_weights(const Progress& progress) {
         throw Error("out of memory allocating the repacked weight matrices (" + std::to_string(capacity >> 20) +
                     " MiB)");
     }
-    for (Weight* w : matrices) {
-        w->packed = packed_->add(w->data, w->dtype, w->rows, w->cols);
+    for (const auto& [w, q] : matrices) {
+        w->packed = packed_->add(w->data, w->dtype, w->rows, w->cols, q);
         checkpoint_->release(w->data, bytes(*w));
         done += bytes(*w);
         if (progress) progress(done, total);

@@ -39,10 +39,29 @@ struct NllSums {
 
 }  // namespace
 
+// KL(p || q) for logits a (p) and b (q) [n], in double, and whether their argmaxes agree.
+void kl_divergence(const float* a, const float* b, int64_t n, double* kld, bool* same_top) {
+    const float ma = *std::max_element(a, a + n), mb = *std::max_element(b, b + n);
+    double sa = 0, sb = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        sa += std::exp(double(a[i]) - double(ma));
+        sb += std::exp(double(b[i]) - double(mb));
+    }
+    const double la = double(ma) + std::log(sa), lb = double(mb) + std::log(sb);  // log-sum-exps
+    double k = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const double lpa = double(a[i]) - la, lpb = double(b[i]) - lb;
+        k += std::exp(lpa) * (lpa - lpb);
+    }
+    *kld = std::max(k, 0.0);
+    *same_top = std::max_element(a, a + n) - a == std::max_element(b, b + n) - b;
+}
+
 PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std::vector<int32_t>& tokens, int64_t n_ctx,
                                    int32_t bos, int64_t max_chunks, const PerplexityProgress& progress,
-                                   const Context::Abort& abort) {
+                                   const Context::Abort& abort, const std::vector<Context*>& reference) {
     PL_CHECK(!ctxs.empty());
+    PL_CHECK(reference.empty() || reference.size() == ctxs.size());
     for (const Context* c : ctxs)
         if (n_ctx < 4 || n_ctx > c->n_ctx())
             throw UsageError("--ctx " + std::to_string(n_ctx) + " must be in [4, " + std::to_string(c->n_ctx()) + "]");
@@ -56,6 +75,12 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
     NllSums total;
     std::vector<std::vector<double>> nll(static_cast<size_t>(P));  // per context: NLL of its chunk's scored tokens
     std::vector<char> done(static_cast<size_t>(P));                // per context: its chunk was evaluated
+    // Against the reference, per context: its NLL, the KL divergence and the top-token agreement of each scored token.
+    std::vector<std::vector<double>> ref_nll(static_cast<size_t>(P)), kld(static_cast<size_t>(P));
+    std::vector<std::vector<char>> same(static_cast<size_t>(P));
+    NllSums ref_total;
+    double kld_sum = 0, kld_sum2 = 0;
+    int64_t same_count = 0;
     for (int64_t c0 = 0; c0 < n_chunks; c0 += P) {
         const int64_t batch = std::min(P, n_chunks - c0);
         std::exception_ptr error;
@@ -70,10 +95,27 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
                 ctx.reset();
                 const float* logits = ctx.eval(chunk, /*all_logits=*/true, abort);
                 if (!logits) continue;  // aborted
-                done[size_t(i)] = 1;
                 nll[size_t(i)].clear();
                 for (int64_t j = first; j < n_ctx - 1; ++j)
                     nll[size_t(i)].push_back(token_nll(logits + j * V, V, chunk[size_t(j + 1)]));
+                if (!reference.empty()) {
+                    Context& ref = *reference[size_t(i)];
+                    ref.reset();
+                    const float* ref_logits = ref.eval(chunk, /*all_logits=*/true, abort);
+                    if (!ref_logits) continue;
+                    ref_nll[size_t(i)].clear();
+                    kld[size_t(i)].clear();
+                    same[size_t(i)].clear();
+                    for (int64_t j = first; j < n_ctx - 1; ++j) {
+                        double k;
+                        bool s;
+                        kl_divergence(ref_logits + j * V, logits + j * V, V, &k, &s);
+                        ref_nll[size_t(i)].push_back(token_nll(ref_logits + j * V, V, chunk[size_t(j + 1)]));
+                        kld[size_t(i)].push_back(k);
+                        same[size_t(i)].push_back(s);
+                    }
+                }
+                done[size_t(i)] = 1;
             } catch (...) {
 #pragma omp critical
                 error = std::current_exception();
@@ -91,6 +133,19 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
             r.running_ppl.push_back(std::exp(total.nll / double(total.count)));
             r.n_windows = c0 + i + 1;
             total.finish(&r);
+            if (!reference.empty()) {
+                for (double x : ref_nll[size_t(i)]) ref_total.add(x);
+                for (double k : kld[size_t(i)]) {
+                    kld_sum += k;
+                    kld_sum2 += k * k;
+                }
+                for (char s : same[size_t(i)]) same_count += s;
+                const double n = double(ref_total.count);
+                r.ref_ppl = std::exp(ref_total.nll / n);
+                r.mean_kld = kld_sum / n;
+                r.kld_stderr = n > 1 ? std::sqrt(std::max(0.0, kld_sum2 / n - r.mean_kld * r.mean_kld) / (n - 1)) : 0;
+                r.same_top = double(same_count) / n;
+            }
             if (progress) progress(c0 + i + 1, n_chunks, r);
         }
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "plainllama/io/dtype.h"
+#include "plainllama/kernels/quant.h"
 
 namespace plainllama {
 
@@ -39,13 +40,18 @@ void use_kernels(const std::string& name);
 //   BF16:     panel p = [ceil(K/2)][kPanel][2]; W[kPanel p + j, k] at [k/2][j][k%2] (pairs for vdpbf16ps)
 // pack_matrix zeroes the rows past N in the last panel, though no output depends on them (attention's key cache
 // is viewed as a PackedMatrix whatever lies past the keys in use); an odd K's BF16 pad must be zero.
+// A quantized matrix (quant != none) is not packed: its N rows of blocks stay row-major, as GGUF stores them
+// (quant.h); decode runs integer dot products on them, prefill widens 32 rows at a time into an f32 panel.
 constexpr int64_t kPanel = 32;
 struct PackedMatrix {
-    const void* data = nullptr;  // packed_bytes(dtype, N, K) bytes (PackedWeights' are 64-byte aligned)
-    DType dtype = DType::F32;
+    const void* data = nullptr;  // matrix_bytes(...) bytes (PackedWeights' are 64-byte aligned)
+    DType dtype = DType::F32;    // float storage; unused when quantized
     int64_t N = 0, K = 0;
+    QuantType quant = QuantType::none;
 };
 size_t packed_bytes(DType t, int64_t N, int64_t K);
+// Bytes of an [N, K] matrix packed in its float type t, or quantized to q (K a multiple of q's block).
+size_t matrix_bytes(DType t, QuantType q, int64_t N, int64_t K);
 // dst = W packed     W: [N, K] row-major of type t; dst: packed_bytes(t, N, K). OpenMP inside.
 void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K);
 
@@ -55,8 +61,9 @@ void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K);
 class PackedWeights {
    public:
     explicit PackedWeights(size_t capacity);  // bytes: the sum of the packed_bytes of what will be added
-    // W [N, K] of type t packed into the next free bytes (std::length_error past the capacity).
-    PackedMatrix add(const void* W, DType t, int64_t N, int64_t K);
+    // W [N, K] of type t packed into the next free bytes (std::length_error past the capacity), or quantized to q
+    // (rows over the threads; K a multiple of q's block).
+    PackedMatrix add(const void* W, DType t, int64_t N, int64_t K, QuantType q = QuantType::none);
 
    private:
     struct Free {

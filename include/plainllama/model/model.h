@@ -10,6 +10,7 @@
 
 #include "plainllama/io/config.h"
 #include "plainllama/io/safetensors.h"
+#include "plainllama/model/quant_scheme.h"
 #include "plainllama/model/weights.h"
 
 namespace plainllama {
@@ -30,13 +31,19 @@ class Model {
 public:
     // Called while loading with the weight bytes repacked so far and the total.
     using Progress = std::function<void(size_t done, size_t total)>;
-    // dir: an HF folder with config.json and model.safetensors (or an index and shards).
-    explicit Model(const std::filesystem::path& dir, const Progress& progress = {});
+    // dir: an HF folder with config.json and model.safetensors (or an index and shards). quant: the matrices'
+    // formats (quant_scheme.h), quantized from their float type while they are repacked.
+    explicit Model(const std::filesystem::path& dir, const Progress& progress = {},
+                   QuantScheme quant = QuantScheme::none);
     const LlamaConfig& config() const { return config_; }
     const ModelWeights& weights() const { return weights_; }
     const Checkpoint& checkpoint() const { return *checkpoint_; }
     const std::filesystem::path& dir() const { return dir_; }
     size_t weight_bytes() const { return plainllama::weight_bytes(config_, *checkpoint_); }
+    // Bytes a decoded token reads: every matrix as packed or quantized (lm_head included) and the norms; not the
+    // embedding of an untied model, of which one row is read.
+    size_t bytes_per_token() const { return bytes_per_token_; }
+    QuantScheme quant() const { return quant_; }
 
 private:
     // Repacks every matrix matmul reads into its Weight::packed and drops its pages of the mapping, so that
@@ -48,6 +55,8 @@ private:
     std::unique_ptr<Checkpoint> checkpoint_;
     ModelWeights weights_;
     std::unique_ptr<PackedWeights> packed_;  // the panels of weights_' matrices
+    QuantScheme quant_ = QuantScheme::none;
+    size_t bytes_per_token_ = 0;
 };
 
 // The KV cache size when none is asked for: the model's max_position_embeddings, at most this. (Llama 3.1's 131072

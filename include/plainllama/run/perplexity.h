@@ -16,6 +16,11 @@ struct PerplexityResult {
     int64_t n_windows = 0;               // chunks or windows evaluated
     std::vector<double> running_ppl;     // after each chunk/window: exp(mean NLL so far)
     std::vector<double> window_ppl;      // each chunk/window on its own
+    // Against a reference model (perplexity_chunks with `reference`), over the scored tokens:
+    double ref_ppl = 0;        // the reference's perplexity
+    double mean_kld = 0;       // mean KL divergence KL(reference || this) of the next-token distributions
+    double kld_stderr = 0;     // its standard error
+    double same_top = 0;       // fraction of tokens whose most likely next token is the reference's
 };
 
 // Called after each chunk/window (1-based index, of total).
@@ -34,10 +39,12 @@ PerplexityResult perplexity_chunks(Context& ctx, const std::vector<int32_t>& tok
                                    int64_t max_chunks, const PerplexityProgress& progress = nullptr,
                                    const Context::Abort& abort = {});
 // The same, with several contexts of one model: consecutive chunks run at once, one per context on its own
-// thread (no synchronisation inside a chunk), and are accumulated in order, so the figures are the same.
+// thread (no synchronisation inside a chunk), and are accumulated in order, so the figures are the same. With
+// `reference` (as many contexts, of another model with the same vocabulary: the unquantized one), each chunk runs
+// on it too and the ref_ppl, mean_kld and same_top figures are filled (llama.cpp's --kl-divergence).
 PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std::vector<int32_t>& tokens, int64_t n_ctx,
                                    int32_t bos, int64_t max_chunks, const PerplexityProgress& progress = nullptr,
-                                   const Context::Abort& abort = {});
+                                   const Context::Abort& abort = {}, const std::vector<Context*>& reference = {});
 
 // Sliding window: windows of n_ctx tokens starting every `stride` tokens; each token after the first is
 // scored exactly once, in the first window that contains it with the most left context the stride allows.

@@ -1,0 +1,53 @@
+// Quantized weight formats, bit-compatible with GGUF's blocks (so that a GGUF file's tensors could be used as they
+// are), and the 8-bit activation blocks the integer dot products take.
+//
+//   q8_0  32 weights:  d (fp16), qs[32] (int8)                                   x = d * q                34 bytes
+//   q4_k  256 weights: d, dmin (fp16), scales[12] (8 x 6-bit scale and min),
+//                      qs[128] (4-bit, two per byte)                              x = d sc_j q - dmin m_j  144 bytes
+//   q6_k  256 weights: ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16] (int8), d (fp16)
+//                                                                                 x = d sc_j (q - 32)      210 bytes
+// q4_k sub-block j (32 weights) has a 6-bit scale sc_j and min m_j: j < 4 in the low 6 bits of scales[j] and
+// scales[j + 4]; j >= 4 in the low (scale) and high (min) nibbles of scales[j + 4] with their top 2 bits in the top
+// bits of scales[j - 4] and scales[j]. Its 4-bit values: in each group of 64 weights, weight l < 32 in the low
+// nibble of qs[l], weight 32 + l in the high one. q6_k sub-block j has 16 weights and scale scales[j]; in each half of
+// 128 weights, weight l of the four quarters (l, 32 + l, 64 + l, 96 + l) takes its low 4 bits from the low nibble of
+// ql[l], ql[32 + l], and the high nibbles of ql[l], ql[32 + l], and its high 2 bits from bits 0-1, 2-3, 4-5, 6-7 of
+// qh[l].
+//
+// A matrix [N, K] is N rows of K / block blocks each, row after row (a row of K weights is row_bytes(K) bytes).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace plainllama {
+
+enum class QuantType { none, q8_0, q4_k, q6_k };
+
+const char* quant_name(QuantType t);                      // "none", "q8_0", "q4_k", "q6_k"
+bool parse_quant_type(const std::string& s, QuantType* t);  // the names above
+int64_t quant_block(QuantType t);                          // weights per block: 32 or 256
+size_t quant_block_bytes(QuantType t);                     // 34, 144, 210
+size_t quant_row_bytes(QuantType t, int64_t K);            // K a multiple of quant_block(t)
+
+// x [K] (K a multiple of the block) quantized into row_bytes(t, K) bytes, as llama.cpp's reference quantizers do
+// without an importance matrix: q8_0 d = max|x| / 127, q = round(x / d); q4_k the scale and min of each 32 weights
+// fitted by a weighted least-squares search (weights sqrt(mean x^2) + |x|), then both quantized to 6 bits;
+// q6_k the scale of each 16 weights searched to minimise the x^2-weighted error, then quantized to 8 bits.
+void quantize_row(QuantType t, const float* x, void* dst, int64_t K);
+// y [K] = the values a quantized row stands for (exact in f32 arithmetic: d * sc is rounded once).
+void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
+
+// 8-bit activations for the integer dot products: 32 (for q8_0 weights) or 256 values (q4_k, q6_k) with one f32
+// scale, and for the 256-value blocks the sums of each 16 quants (for the mins and q6_k's offset).
+struct BlockQ8x32 {
+    float d;
+    int8_t qs[32];
+};
+struct BlockQ8x256 {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+};
+
+}  // namespace plainllama
