@@ -4,6 +4,7 @@
 // decoding token by token exactly as its batched prefill.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -85,6 +86,36 @@ TEST(QuantFormat, BlocksReadAsGgufDefinesThem) {
     EXPECT_EQ(quant_block_bytes(QuantType::q6_k), 210u);
 }
 
+// Every ISA variant's quantizer (quantize.inc, vectorised across groups) writes the scalar variant's bytes, and
+// dequantizes them to the same floats: rows of several scales, lengths that leave a super-block alone in its call,
+// constant and all-zero groups.
+TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
+    std::mt19937 rng(6);
+    for (QuantType t : kTypes)
+        for (int64_t K : {256, 768, 2048, 2304}) {
+            for (int trial = 0; trial < 6; ++trial) {
+                auto x = random_row(K, rng, trial % 3 == 0 ? 1e-3f : trial % 3 == 1 ? 1.0f : 50.0f);
+                if (trial == 1) std::fill(x.begin(), x.begin() + 32, 0.25f);   // a constant group
+                if (trial == 2) std::fill(x.begin() + 64, x.begin() + 128, 0.0f);  // zero groups
+                if (trial == 4) std::fill(x.begin(), x.begin() + 256, 0.0f);    // a zero super-block
+                std::vector<uint8_t> want(quant_row_bytes(t, K)), got(want.size());
+                std::vector<float> want_y(static_cast<size_t>(K)), got_y(want_y.size());
+                {
+                    test::UseKernels scalar("scalar");
+                    quantize_row(t, x.data(), want.data(), K);
+                    dequantize_row(t, want.data(), want_y.data(), K);
+                }
+                for (const std::string& v : kernel_variants()) {
+                    test::UseKernels scope(v);
+                    quantize_row(t, x.data(), got.data(), K);
+                    ASSERT_EQ(got, want) << v << " " << quant_name(t) << " K " << K << " trial " << trial;
+                    dequantize_row(t, got.data(), got_y.data(), K);
+                    ASSERT_EQ(got_y, want_y) << v << " " << quant_name(t);
+                }
+            }
+        }
+}
+
 // The error of each format, relative to the rows' scale: q8_0 rounds to within half a step of max|x| / 127 (its
 // fp16 scale rounded too); q6_k and q4_k (6 and 4 bits, per-16 and per-32 scales) within a few percent RMS. Zeros
 // stay zeros.
@@ -145,28 +176,43 @@ std::vector<float> product(const PackedMatrix& m, const std::vector<float>& x, i
     return out;
 }
 
-// Every variant computes the scalar table's bits (exact integer sums, the same float steps), decode (T = 1) and
-// prefill (T > 1) alike, and a batch row equals that row alone.
+// Decode (T = 1, integer dot products on 8-bit activations): every variant computes the scalar table's bits (exact
+// integer sums, the same float steps in the same order). Prefill (T > 1: the dequantized weights in the f32 GEMM)
+// equals the double-precision product of the dequantized weights and x to f32 rounding, in every variant.
 TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
     std::mt19937 rng(3);
     for (QuantType t : kTypes)
-        for (int64_t K : {256, 768, 2048}) {
+        for (int64_t K : {256, 768, 2048, 4608}) {
             const int64_t N = 45, T = 7;
             QuantMatrix q(t, N, K, rng);
             const auto x = random_row(T * K, rng);
             std::vector<float> want;
             {
                 test::UseKernels scalar("scalar");
-                want = product(q.m, x, T);
+                for (int64_t r = 0; r < T; ++r) {
+                    const auto one = product(q.m, std::vector<float>(x.begin() + r * K, x.begin() + (r + 1) * K), 1);
+                    want.insert(want.end(), one.begin(), one.end());
+                }
             }
+            const size_t row = quant_row_bytes(t, K);
             for (const std::string& v : kernel_variants()) {
                 test::UseKernels scope(v);
-                EXPECT_EQ(product(q.m, x, T), want) << v << " " << quant_name(t) << " K " << K;
-                for (int64_t r : {int64_t(0), T - 1}) {
+                for (int64_t r = 0; r < T; ++r) {
                     const std::vector<float> one(x.begin() + r * K, x.begin() + (r + 1) * K);
-                    const auto got = product(q.m, one, 1);
-                    EXPECT_EQ(got, std::vector<float>(want.begin() + r * N, want.begin() + (r + 1) * N))
-                        << v << " " << quant_name(t) << " row " << r;
+                    EXPECT_EQ(product(q.m, one, 1), std::vector<float>(want.begin() + r * N, want.begin() + (r + 1) * N))
+                        << v << " " << quant_name(t) << " K " << K << " row " << r;
+                }
+                const auto got = product(q.m, x, T);
+                for (int64_t n = 0; n < N; ++n) {
+                    const auto w = gguf_decode(t, static_cast<const uint8_t*>(q.m.data) + size_t(n) * row, K);
+                    for (int64_t r = 0; r < T; ++r) {
+                        double exact = 0, mag = 0;
+                        for (int64_t k = 0; k < K; ++k) {
+                            exact += w[size_t(k)] * double(x[size_t(r * K + k)]);
+                            mag += std::fabs(w[size_t(k)] * double(x[size_t(r * K + k)]));
+                        }
+                        ASSERT_NEAR(got[size_t(r * N + n)], exact, 1e-6 * mag) << v << " " << quant_name(t) << " K " << K;
+                    }
                 }
             }
         }
@@ -205,22 +251,36 @@ TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
     }
 }
 
-// A quantized model: decoding token by token gives the batched prefill's logits exactly (both run the same integer
-// products per token), for every scheme.
-TEST(QuantModel, DecodeEqualsPrefillExactly) {
+// A quantized model: decoding token by token agrees with the batched prefill. Not bit for bit: decode rounds each
+// matrix's input to 8 bits per block (relative error up to 1/254 of the block's largest value), prefill keeps it f32,
+// so the logits differ by what that rounding moves through 4 layers: measured at most 1.8% of the logits' range on
+// this model; the test allows 3%, and the same most likely token at every position. Decoding twice gives the same
+// bits (nothing depends on the thread split).
+TEST(QuantModel, DecodeAgreesWithPrefill) {
     for (QuantScheme s : {QuantScheme::q8_0, QuantScheme::q6_k, QuantScheme::q4_k_m}) {
         Model model(test::model_dir("tinystories3M"), {}, s);
         const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 36, 267, 432, 296, 350, 261, 308};
         const size_t V = size_t(model.config().vocab_size);
-        Context batch(model), step(model);
+        Context batch(model), step(model), again(model);
         const float* p = batch.eval(ids, true);
         const std::vector<float> prefill(p, p + ids.size() * V);
-        std::vector<float> decode;
+        std::vector<float> decode, decode2;
         for (int32_t id : ids) {
             const float* l = step.eval(&id, 1);
             decode.insert(decode.end(), l, l + V);
+            l = again.eval(&id, 1);
+            decode2.insert(decode2.end(), l, l + V);
         }
-        EXPECT_EQ(decode, prefill) << scheme_name(s);
+        EXPECT_EQ(decode, decode2) << scheme_name(s);
+        for (size_t t = 0; t < ids.size(); ++t) {
+            const float* a = &prefill[t * V];
+            const float* b = &decode[t * V];
+            const auto [lo, hi] = std::minmax_element(a, a + V);
+            double worst = 0;
+            for (size_t v = 0; v < V; ++v) worst = std::max(worst, double(std::fabs(a[v] - b[v])));
+            EXPECT_LE(worst, 0.03 * (*hi - *lo)) << scheme_name(s) << " position " << t;
+            EXPECT_EQ(std::max_element(a, a + V) - a, std::max_element(b, b + V) - b) << scheme_name(s) << " position " << t;
+        }
     }
 }
 

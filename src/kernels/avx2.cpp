@@ -6,12 +6,14 @@
 #include <cstdint>
 
 #include "isa.h"
+#include "plainllama/io/dtype.h"
 
 namespace plainllama::isa {
 namespace {
 
 #include "elementwise.inc"
 #include "quant.inc"
+#include "quantize.inc"
 
 // 8 lanes of any storage type as f32.
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -229,6 +231,8 @@ constexpr Kernels kTable = {
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
+    .quantize_row = quantize_row,
+    .dequantize = dequantize,
     .quantize_q8x32 = quantize_q8x32,
     .quantize_q8x256 = quantize_q8x256,
     .matvec_q8_0 = matvec_q8_0,

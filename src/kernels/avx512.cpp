@@ -9,12 +9,14 @@
 #include <cstdint>
 
 #include "isa.h"
+#include "plainllama/io/dtype.h"
 
 namespace plainllama::isa {
 namespace {
 
 #include "elementwise.inc"
 #include "quant.inc"
+#include "quantize.inc"
 
 #define PL_TARGET_BF16 __attribute__((target("avx512bf16")))
 
@@ -214,121 +216,175 @@ void widen(float* out, const T* src, int64_t n) {
     if (i < n) _mm512_mask_storeu_ps(out + i, tail_mask(n - i), load16(src + i, tail_mask(n - i)));
 }
 
-// ---- quantized weights: the integer sums of quant.inc's kernels with 64-byte vectors (u8 x s8 pairs summed into
-// s16 by vpmaddubsw, never saturating here: at most 2 x 128 x 127; then times the sub-block scales into s32 by
-// vpmaddwd), one horizontal sum per block, and then quant.inc's float steps, in its order: the same bits.
+// ---- quantized weights, decode: 16 rows at a time, one row per lane of the float steps. Each row's integer sums
+// of a block are vectors of partial sums (u8 x s8 pairs summed into s16 by vpmaddubsw, never saturating here: at
+// most 2 x 63 x 127; then times the sub-block scales into s32 by vpmaddwd), reduced 16 rows at once into one vector
+// whose lane i is row i's exact block sum; then quant.inc's float steps for the 16 rows in their lanes, in its
+// order: the same bits as quant.inc's kernels, which take the rows left over.
 
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 
-inline int hsum(__m512i v) {
-    const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
-    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4E));
-    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xB1));
-    return _mm_cvtsi128_si32(q);
-}
 inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-// 32 s16 lanes: the first 16 a, the last 16 b.
-inline __m512i halves16(int a, int b) { return join(_mm256_set1_epi16(int16_t(a)), _mm256_set1_epi16(int16_t(b))); }
 
+// Lane i = the sum of v[i]'s 16 lanes (v is overwritten).
+inline __m512i reduce16(__m512i* v) {
+    for (int i = 0; i < 8; ++i)  // 128-bit lane q of v[i]: row 2i's and row 2i+1's partial sums interleaved
+        v[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; ++i)  // 128-bit lane q of v[i]: rows 4i .. 4i+3, partial
+        v[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi64(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 2; ++i)  // [rows 8i .. 8i+3 (two halves summed), rows 8i+4 .. 8i+7] twice over
+        v[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2 * i], v[2 * i + 1], 0x88),
+                                _mm512_shuffle_i32x4(v[2 * i], v[2 * i + 1], 0xDD));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88), _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
+}
+
+// The 32-bit words at p + i * stride for the 16 rows i.
+inline __m512i gather_rows(const uint8_t* p, int64_t stride) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(int(stride)));
+    return _mm512_i32gather_epi32(idx, p, 1);
+}
+inline __m512 low_halves(__m512i words) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)); }
+inline __m512 high_halves(__m512i words) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words, 16))); }
+
+// q8_0 (quants in [-127, 127], as the format's quantizer writes them): w . x as |x| . (w with x's sign).
 void matvec_q8_0_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t r0, int64_t r1) {
-    const int64_t nb = K / 32;
+    const int64_t nb = K / 32, row = nb * 34;
     const __m512i ones = _mm512_set1_epi16(1);
-    for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* w = W + r * nb * 34;
-        float acc = 0.0f;
-        int64_t b = 0;
-        for (; b + 2 <= nb; b += 2, w += 68) {  // two blocks per vector
-            const __m512i q = join(load32(w + 2), load32(w + 36)), v = join(load32(x[b].qs), load32(x[b + 1].qs));
-            const __mmask64 neg = _mm512_movepi8_mask(q);  // |w| x (x with w's sign)
-            const __m512i s = _mm512_mask_sub_epi8(v, neg, _mm512_setzero_si512(), v);
-            const __m512i d = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(q), s), ones);
-            const int i0 = hsum(_mm512_maskz_mov_epi32(0x00FF, d)), i1 = hsum(_mm512_maskz_mov_epi32(0xFF00, d));
-            acc += (half_to_float(w) * x[b].d) * float(i0);
-            acc += (half_to_float(w + 34) * x[b + 1].d) * float(i1);
+    int64_t r = r0;
+    for (; r + 16 <= r1; r += 16) {
+        const uint8_t* w = W + r * row;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b, w += 34) {
+            const __m512i xv = _mm512_broadcast_i64x4(load32(x[b].qs));
+            const __mmask64 neg = _mm512_movepi8_mask(xv);
+            const __m512i ax = _mm512_abs_epi8(xv);
+            __m512i v[16];
+            for (int i = 0; i < 8; ++i) {  // rows i and i + 8
+                const __m512i q = join(load32(w + i * row + 2), load32(w + (i + 8) * row + 2));
+                const __m512i sq = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
+                const __m512i d = _mm512_madd_epi16(_mm512_maddubs_epi16(ax, sq), ones);
+                v[i] = _mm512_maskz_mov_epi32(0x00FF, d);
+                v[i + 8] = _mm512_maskz_mov_epi32(0xFF00, d);
+            }
+            const __m512i isum = reduce16(v);
+            const __m512 d = _mm512_mul_ps(low_halves(gather_rows(w, row)), _mm512_set1_ps(x[b].d));
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
         }
-        for (; b < nb; ++b, w += 34) {
-            const int8_t* q = reinterpret_cast<const int8_t*>(w + 2);
-            int isum = 0;
-            for (int i = 0; i < 32; ++i) isum += int(q[i]) * int(x[b].qs[i]);
-            acc += (half_to_float(w) * x[b].d) * float(isum);
-        }
-        out[r] = acc;
+        _mm512_storeu_ps(out + r, acc);
     }
+    matvec_q8_0(out, W, K, x, r, r1);
+}
+
+// q4_k sub-blocks' 6-bit scales (low 8 bytes) and mins (high 8 bytes) from the 12 packed bytes (quant.h).
+inline __m128i q4k_scales_mins(const uint8_t* s) {
+    uint32_t u[3];
+    __builtin_memcpy(u, s, 12);
+    const uint32_t lo6 = 0x3F3F3F3F, lo4 = 0x0F0F0F0F, top2 = 0x03030303;
+    const uint32_t sc_lo = u[0] & lo6, m_lo = u[1] & lo6;
+    const uint32_t sc_hi = (u[2] & lo4) | (u[0] >> 6 & top2) << 4, m_hi = (u[2] >> 4 & lo4) | (u[1] >> 6 & top2) << 4;
+    return _mm_setr_epi32(int(sc_lo), int(sc_hi), int(m_lo), int(m_hi));
 }
 
 void matvec_q4_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) {
-    const int64_t nb = K / 256;
+    const int64_t nb = K / 256, row = nb * 144;
     const __m512i nib = _mm512_set1_epi8(0x0F);
-    for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* w = W + r * nb * 144;
-        float acc = 0.0f;
+    // s16 lanes 0-15 take the scale of sub-block a, 16-31 of b: (a, b) = (0, 2), (1, 3), (4, 6), (5, 7).
+    auto pick = [](int a, int b) {
+        return join(_mm256_set1_epi16(int16_t(a)), _mm256_set1_epi16(int16_t(b)));
+    };
+    const __m512i sel[4] = {pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)};
+    int64_t r = r0;
+    for (; r + 16 <= r1; r += 16) {
+        const uint8_t* w = W + r * row;
+        __m512 acc = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b, w += 144) {
-            const uint8_t* s = w + 4;
-            int sc[8], m[8];
-            for (int j = 0; j < 8; ++j) {
-                sc[j] = j < 4 ? s[j] & 63 : (s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4;
-                m[j] = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4;
-            }
             const int8_t* xq = x[b].qs;
-            __m512i sum = _mm512_setzero_si512();
-            for (int p = 0; p < 2; ++p) {  // groups 2p and 2p + 1: sub-blocks 4p .. 4p + 3
-                const __m512i q = _mm512_loadu_si512(w + 16 + 64 * p);
-                const __m512i lo = _mm512_and_si512(q, nib), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
-                const int8_t* xp = xq + 128 * p;
-                const __m512i x_lo = join(load32(xp), load32(xp + 64)), x_hi = join(load32(xp + 32), load32(xp + 96));
-                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, x_lo),
-                                                              halves16(sc[4 * p], sc[4 * p + 2])));
-                sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, x_hi),
-                                                              halves16(sc[4 * p + 1], sc[4 * p + 3])));
+            // x in the nibbles' order: [p][lo/hi]: weights 128p + (0..31, 64..95) and 128p + (32..63, 96..127)
+            const __m512i xs[4] = {join(load32(xq), load32(xq + 64)), join(load32(xq + 32), load32(xq + 96)),
+                                   join(load32(xq + 128), load32(xq + 192)), join(load32(xq + 160), load32(xq + 224))};
+            const __m128i bs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums));  // s16 x 8: 0..7
+            const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums + 8));
+            const __m128i pairs = _mm_packs_epi32(_mm_madd_epi16(bs, _mm_set1_epi16(1)),
+                                                  _mm_madd_epi16(bs_hi, _mm_set1_epi16(1)));  // s16 x 8: sub-blocks
+            __m512i v[16], m[16];
+            for (int i = 0; i < 16; ++i) {
+                const uint8_t* wi = w + i * row;
+                const __m128i sm = q4k_scales_mins(wi + 4);
+                const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));  // s16: scales 0..7, mins 0..7
+                m[i] = _mm512_zextsi128_si512(_mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), pairs));
+                __m512i sum = _mm512_setzero_si512();
+                for (int p = 0; p < 2; ++p) {
+                    const __m512i q = _mm512_loadu_si512(wi + 16 + 64 * p);
+                    const __m512i lo = _mm512_and_si512(q, nib), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+                    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, xs[2 * p]),
+                                                                  _mm512_permutexvar_epi16(sel[2 * p], sc16)));
+                    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, xs[2 * p + 1]),
+                                                                  _mm512_permutexvar_epi16(sel[2 * p + 1], sc16)));
+                }
+                v[i] = sum;
             }
-            int imin = 0;
-            for (int j = 0; j < 8; ++j) imin += m[j] * (x[b].bsums[2 * j] + x[b].bsums[2 * j + 1]);
-            acc += x[b].d * (half_to_float(w) * float(hsum(sum)) - half_to_float(w + 2) * float(imin));
+            const __m512i isum = reduce16(v), imin = reduce16(m);
+            const __m512i dd = gather_rows(w, row);  // d | dmin << 16
+            const __m512 t = _mm512_sub_ps(_mm512_mul_ps(low_halves(dd), _mm512_cvtepi32_ps(isum)),
+                                           _mm512_mul_ps(high_halves(dd), _mm512_cvtepi32_ps(imin)));
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(x[b].d), t));
         }
-        out[r] = acc;
+        _mm512_storeu_ps(out + r, acc);
     }
+    matvec_q4_k(out, W, K, x, r, r1);
 }
 
 void matvec_q6_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) {
-    const int64_t nb = K / 256;
+    const int64_t nb = K / 256, row = nb * 210;
     const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3);
-    // s16 lane i of the scale vector for sub-blocks 4c .. 4c + 3: the scale of sub-block 4c + i / 8.
-    const __m128i spread0 = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    for (int64_t r = r0; r < r1; ++r) {
-        const uint8_t* w = W + r * nb * 210;
-        float acc = 0.0f;
-        for (int64_t b = 0; b < nb; ++b, w += 210) {
-            const int8_t* sc = reinterpret_cast<const int8_t*>(w + 192);
-            const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
-            auto scale16 = [&](int first) {  // s16 x 32: sub-blocks first .. first + 3, 8 lanes each
-                const __m128i a = _mm_shuffle_epi8(scales, _mm_add_epi8(spread0, _mm_set1_epi8(char(first))));
-                const __m128i c = _mm_shuffle_epi8(scales, _mm_add_epi8(spread0, _mm_set1_epi8(char(first + 2))));
-                return join(_mm256_cvtepi8_epi16(a), _mm256_cvtepi8_epi16(c));
-            };
-            __m512i sum = _mm512_setzero_si512();
-            for (int h = 0; h < 2; ++h) {  // 128 weights: ql[64h ..], qh[32h ..]
-                const __m512i ql = _mm512_loadu_si512(w + 64 * h);
-                const __m256i qh = load32(w + 128 + 32 * h);
-                const __m512i hb = join(qh, _mm256_srli_epi16(qh, 2));  // bits 0-1 for weights 0..31, 2-3 for 32..63
-                const __m512i hi_a = _mm512_slli_epi16(_mm512_and_si512(hb, two), 4);
-                const __m512i hi_b = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), two), 4);
-                const __m512i qa = _mm512_or_si512(_mm512_and_si512(ql, nib), hi_a);  // weights 0 .. 63
-                const __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nib), hi_b);  // 64 .. 127
-                const int8_t* xh = x[b].qs + 128 * h;
-                sum = _mm512_add_epi32(
-                    sum, _mm512_madd_epi16(_mm512_maddubs_epi16(qa, _mm512_loadu_si512(xh)), scale16(8 * h)));
-                sum = _mm512_add_epi32(
-                    sum, _mm512_madd_epi16(_mm512_maddubs_epi16(qb, _mm512_loadu_si512(xh + 64)), scale16(8 * h + 4)));
-            }
-            int offset = 0;  // the values are stored + 32
-            for (int j = 0; j < 16; ++j) offset += int(sc[j]) * x[b].bsums[j];
-            acc += (half_to_float(w + 208) * x[b].d) * float(hsum(sum) - 32 * offset);
-        }
-        out[r] = acc;
+    // s16 lane l of the scale vector for weights 64c .. 64c + 63 (sub-blocks 4c .. 4c + 3): sub-block 4c + l / 8.
+    __m512i sel[4];
+    for (int c = 0; c < 4; ++c) {
+        alignas(64) int16_t idx[32];
+        for (int l = 0; l < 32; ++l) idx[l] = int16_t(4 * c + l / 8);
+        sel[c] = _mm512_load_si512(idx);
     }
+    int64_t r = r0;
+    for (; r + 16 <= r1; r += 16) {
+        const uint8_t* w = W + r * row;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b, w += 210) {
+            const int8_t* xq = x[b].qs;
+            const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
+            __m512i v[16];
+            for (int i = 0; i < 16; ++i) {
+                const uint8_t* wi = w + i * row;
+                const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wi + 192)));
+                const __m512i sc = _mm512_castsi256_si512(sc16);
+                // the values are stored + 32: subtract 32 sum_j sc_j (sum of x's quants in sub-block j)
+                __m512i sum = _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5));
+                sum = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
+                for (int h = 0; h < 2; ++h) {  // 128 weights: ql[64h ..], qh[32h ..]
+                    const __m512i ql = _mm512_loadu_si512(wi + 64 * h);
+                    const __m256i qh = load32(wi + 128 + 32 * h);
+                    const __m512i hb = join(qh, _mm256_srli_epi16(qh, 2));  // bits 0-1: weights 0..31, 2-3: 32..63
+                    const __m512i hi_a = _mm512_slli_epi16(_mm512_and_si512(hb, two), 4);
+                    const __m512i hi_b = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), two), 4);
+                    const __m512i qa = _mm512_or_si512(_mm512_and_si512(ql, nib), hi_a);  // weights 0 .. 63
+                    const __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nib), hi_b);
+                    const int8_t* xh = xq + 128 * h;
+                    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(qa, _mm512_loadu_si512(xh)),
+                                                                  _mm512_permutexvar_epi16(sel[2 * h], sc)));
+                    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(qb, _mm512_loadu_si512(xh + 64)),
+                                                                  _mm512_permutexvar_epi16(sel[2 * h + 1], sc)));
+                }
+                v[i] = sum;
+            }
+            const __m512i isum = reduce16(v);
+            const __m512 d = _mm512_mul_ps(high_halves(gather_rows(w + 206, row)), _mm512_set1_ps(x[b].d));
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+        }
+        _mm512_storeu_ps(out + r, acc);
+    }
+    matvec_q6_k(out, W, K, x, r, r1);
 }
 
 #pragma GCC pop_options
@@ -371,6 +427,8 @@ constexpr Kernels kTable = {
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
+    .quantize_row = quantize_row,
+    .dequantize = dequantize,
     .quantize_q8x32 = quantize_q8x32,
     .quantize_q8x256 = quantize_q8x256,
     .matvec_q8_0 = matvec_q8_0_v,

@@ -104,6 +104,10 @@ struct Kernels {
     void (*rope_rotate_half)(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) = {};
     // Quantized weights, decode (quant.inc): x [K] to 8-bit blocks, and out[r] = W[r, :] x for rows r0 .. r1-1 of a
     // row-major quantized W [*, K].
+    // y = x [K] (K a multiple of t's block) quantized to format t, as quantize.inc's reference does.
+    void (*quantize_row)(QuantType t, const float* x, uint8_t* y, int64_t K) = {};
+    // y [n] = the weights of n / block consecutive blocks of format t, exactly (quant.h).
+    void (*dequantize)(QuantType t, const uint8_t* src, float* y, int64_t n) = {};
     void (*quantize_q8x32)(BlockQ8x32* y, const float* x, int64_t K) = {};
     void (*quantize_q8x256)(BlockQ8x256* y, const float* x, int64_t K) = {};
     void (*matvec_q8_0)(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t r0, int64_t r1) = {};

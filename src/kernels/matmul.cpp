@@ -173,6 +173,28 @@ void gemm_tile(const Kernels& ks, float* out, const float* x, const T* W, int64_
     }
 }
 
+// Prefill with a quantized W, one tile as gemm_tile: each K block of the tile's rows dequantized (exactly) and
+// transposed into an f32 panel block, then the f32 tiles. Unlike decode, x stays f32: more exact than decode's 8-bit
+// activations, and as fast as F32 weights once the block is widened (the tile's tokens share it).
+void gemm_tile_quant(const Kernels& ks, float* out, const float* x, const PackedMatrix& W, int64_t t0, int64_t t1,
+                     int64_t n0, int64_t nr) {
+    static_assert(kKC % 256 == 0, "K blocks hold whole quantized blocks");
+    const int64_t K = W.K;
+    const size_t row_bytes = quant_row_bytes(W.quant, K);
+    const auto* rows = static_cast<const uint8_t*>(W.data) + size_t(n0) * row_bytes;
+    static thread_local std::vector<float> wide;  // [nr][kc] the rows' weights in the block
+    if (wide.size() < size_t(kNR * kKC)) wide.resize(size_t(kNR * kKC));
+    float* buf = isa::thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
+    for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+        const int64_t kc = std::min(kKC, K - k0);
+        const size_t offset = quant_row_bytes(W.quant, k0);
+        for (int64_t r = 0; r < nr; ++r) ks.dequantize(W.quant, rows + size_t(r) * row_bytes + offset, &wide[size_t(r * kc)], kc);
+        ks.pack_block32(reinterpret_cast<uint32_t*>(buf), reinterpret_cast<const uint32_t*>(wide.data()), kc, 0, nr, 0,
+                        kc);
+        tile_rows(ks.tile_f32, out, W.N, x, K, static_cast<const float*>(buf), kNR, t0, t1, n0, nr, k0, kc);
+    }
+}
+
 // x [T, K] rounded to BF16 pairs [T, ceil(K/2)], in a per-thread buffer.
 const uint32_t* bf16_pairs(const Kernels& ks, const float* x, int64_t T_, int64_t K) {
     const int64_t Kp = (K + 1) / 2;
@@ -210,7 +232,6 @@ void gemm_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float
         any_bf16 = any_bf16 || jobs[i].W->dtype == DType::BF16;
     }
     const uint32_t* xb = dot && any_bf16 ? bf16_pairs(ks, x, T_, K) : nullptr;
-    const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, T_, K);
     for_each_tile(T_, first.back() * kNR, K, [&](int64_t t0, int64_t t1, int64_t g0, int64_t) {
         const int64_t gp = g0 / kNR;
         int i = 0;
@@ -218,10 +239,7 @@ void gemm_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float
         const PackedMatrix& W = *jobs[i].W;
         const int64_t n0 = (gp - first[size_t(i)]) * kNR, nr = std::min(kNR, W.N - n0);
         float* out = jobs[i].out;
-        if (W.quant != QuantType::none) {  // the decode arithmetic, token by token: prefill == decode, bit for bit
-            for (int64_t t = t0; t < t1; ++t) matvec_quant(ks, out + t * W.N, W, xq, t, n0, n0 + nr);
-            return;
-        }
+        if (W.quant != QuantType::none) return gemm_tile_quant(ks, out, x, W, t0, t1, n0, nr);
         switch (W.dtype) {
             case DType::F32:
                 return gemm_tile(ks, out, x, static_cast<const float*>(W.data), W.N, K, t0, t1, n0, nr);

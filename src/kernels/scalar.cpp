@@ -11,6 +11,7 @@ namespace {
 
 #include "elementwise.inc"
 #include "quant.inc"
+#include "quantize.inc"
 
 inline float to_f32(float v) { return v; }
 inline float to_f32(F16 v) { return f16_to_f32(v.bits); }
@@ -92,6 +93,8 @@ constexpr Kernels kTable = {
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
+    .quantize_row = quantize_row,
+    .dequantize = dequantize,
     .quantize_q8x32 = quantize_q8x32,
     .quantize_q8x256 = quantize_q8x256,
     .matvec_q8_0 = matvec_q8_0,

@@ -62,6 +62,51 @@ BENCHMARK(BM_matmul)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// Quantized weights [N, 2048] from BF16 (Args: format 1 q8_0, 2 q4_k, 3 q6_k; T; N): bytes = the quantized matrix.
+void BM_matmul_quant(benchmark::State& state) {
+    const QuantType q = QuantType(state.range(0));
+    const int64_t T = state.range(1), N = state.range(2), K = 2048;
+    const auto W = random_weights(DType::BF16, size_t(N * K));  // [N, K]
+    std::vector<float> x(size_t(T * K));                        // [T, K]
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (float& v : x) v = d(rng);
+    std::vector<float> out(size_t(T * N));  // [T, N]
+    const PackedWeight packed(W.data(), DType::BF16, N, K, q);
+    matmul(out.data(), x.data(), packed.matrix(), T);  // warm-up
+    for (auto _ : state) {
+        matmul(out.data(), x.data(), packed.matrix(), T);
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(matrix_bytes(DType::BF16, q, N, K)));
+    state.SetItemsProcessed(int64_t(state.iterations()) * T);
+    state.counters["FLOP/s"] =
+        benchmark::Counter(2.0 * double(T) * double(N) * double(K), benchmark::Counter::kIsIterationInvariantRate);
+    state.SetLabel(std::string(quant_name(q)) + " [" + std::to_string(N) + " x " + std::to_string(K) +
+                   "] T=" + std::to_string(T));
+}
+BENCHMARK(BM_matmul_quant)
+    ->ArgNames({"quant", "T", "N"})
+    ->ArgsProduct({{1, 2, 3}, {1, 128}, {2048, 5632}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// Quantizing a BF16 matrix [1024, 2048] as at load (Arg: format as above): bytes = the BF16 source.
+void BM_quantize(benchmark::State& state) {
+    const QuantType q = QuantType(state.range(0));
+    const int64_t N = 1024, K = 2048;
+    const auto W = random_weights(DType::BF16, size_t(N * K));
+    PackedWeights store((matrix_bytes(DType::BF16, q, N, K) + 63) / 64 * 64);
+    for (auto _ : state) {
+        store = PackedWeights((matrix_bytes(DType::BF16, q, N, K) + 63) / 64 * 64);
+        benchmark::DoNotOptimize(store.add(W.data(), DType::BF16, N, K, q).data);
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(W.size()));
+    state.SetLabel(quant_name(q));
+}
+BENCHMARK(BM_quantize)->ArgName("quant")->DenseRange(1, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // rmsnorm on x: [512, 4096] f32; bytes = x read + y written + w read.
 void BM_rmsnorm(benchmark::State& state) {
     const int64_t rows = 512, n = 4096;

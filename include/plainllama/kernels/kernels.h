@@ -76,8 +76,8 @@ class PackedWeights {
 // A packed copy of one row-major W [N, K] of type t (std::bad_alloc when out of memory).
 class PackedWeight {
    public:
-    PackedWeight(const void* W, DType t, int64_t N, int64_t K)
-        : store_(packed_bytes(t, N, K)), m_(store_.add(W, t, N, K)) {}
+    PackedWeight(const void* W, DType t, int64_t N, int64_t K, QuantType q = QuantType::none)
+        : store_((matrix_bytes(t, q, N, K) + 63) / 64 * 64), m_(store_.add(W, t, N, K, q)) {}
     const PackedMatrix& matrix() const { return m_; }
 
    private:
