@@ -1,6 +1,8 @@
 // `plainllama inspect` end to end: the tensor table, JSON, the kernels it reports, errors.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -137,6 +139,42 @@ TEST(InspectCli, ReportsTheKernelsPlainllamaKernelsChooses) {
         EXPECT_TRUE(HasSubstr(r.err, "PLAINLLAMA_KERNELS=" + v + ":"));
         EXPECT_EQ(r.out, "");
     }
+}
+
+// --quant: the format each matrix takes at load and its bytes then, from the headers alone: llama.cpp's q4_k_m mix on
+// tinystories3M (4 layers: q6_k for v_proj and down_proj of layers 2 and 3, and lm_head), the block fallbacks of
+// stories260K (FFN 172: down_proj stays F32; hidden 64: q8_0), and without --quant every tensor as stored.
+TEST(InspectCli, QuantShowsEachMatrixFormatAndTheBytesLoaded) {
+    auto inspect = [](const std::string& model, const std::string& quant) {
+        const auto r = test::run_binary({"inspect", "-m", test::model_dir(model).string(), "--json", "--quant", quant});
+        EXPECT_EQ(r.status, 0) << r.err;
+        const auto j = nlohmann::json::parse(r.out);
+        std::map<std::string, nlohmann::json> by_name;
+        for (const auto& t : j["tensors"]) by_name[t["name"]] = t;
+        return std::make_pair(j, by_name);
+    };
+    auto [j, t] = inspect("tinystories3M", "q4_k_m");
+    EXPECT_EQ(j["quant"], "q4_k_m");
+    EXPECT_EQ(t["model.layers.1.self_attn.v_proj.weight"]["format"], "q4_k");
+    EXPECT_EQ(t["model.layers.2.self_attn.v_proj.weight"]["format"], "q6_k");
+    EXPECT_EQ(t["model.layers.3.mlp.down_proj.weight"]["format"], "q6_k");
+    EXPECT_EQ(t["lm_head.weight"]["format"], "q6_k");
+    EXPECT_EQ(t["model.norm.weight"]["format"], "F32");
+    EXPECT_EQ(t["model.embed_tokens.weight"]["format"], "F32");
+    EXPECT_EQ(t["model.layers.0.self_attn.q_proj.weight"]["loaded_bytes"], 256 * 256 / 256 * 144);  // [256, 256] q4_k
+    EXPECT_EQ(t["model.layers.3.mlp.down_proj.weight"]["loaded_bytes"], 256 * 768 / 256 * 210);     // [256, 768] q6_k
+    size_t sum = 0;
+    for (const auto& entry : t) sum += size_t(entry.second["loaded_bytes"]);
+    EXPECT_EQ(j["n_loaded_bytes"], sum);
+    EXPECT_LT(size_t(j["n_loaded_bytes"]), size_t(j["n_bytes"]) / 5);
+
+    auto [s, st] = inspect("stories260K", "q4_k_m");
+    EXPECT_EQ(st["model.layers.0.mlp.down_proj.weight"]["format"], "F32");
+    EXPECT_EQ(st["model.layers.0.mlp.gate_proj.weight"]["format"], "q8_0");
+
+    auto [n, nt] = inspect("tinystories3M", "none");
+    EXPECT_EQ(nt["model.layers.0.self_attn.q_proj.weight"]["format"], "F32");
+    EXPECT_EQ(n["n_loaded_bytes"], n["n_bytes"]);
 }
 
 TEST(InspectCli, MissingFolder) {

@@ -37,6 +37,8 @@ double ulp_of(DType t, double v) {
             return std::ldexp(1.0, std::max(e, -14) - 10);
         case DType::BF16:
             return std::ldexp(1.0, std::max(e, -126) - 7);
+        case DType::U8:
+            break;
     }
     return 0;
 }
@@ -116,6 +118,8 @@ Buffer random_buffer(DType t, size_t n, std::mt19937& rng, int e_lo, int e_hi, b
                 break;
             case DType::BF16:
                 b.set_bits(i, uint16_t(s << 15 | (e + 127) << 7 | (m & 0x7f)));
+                break;
+            case DType::U8:
                 break;
         }
     }

@@ -76,31 +76,67 @@ std::string tokenizer_line(const nlohmann::json& tok) {
 Run add_inspect(CLI::App& app) {
     auto* cmd = app.add_subcommand("inspect", "Print a checkpoint's resolved config and its tensors");
     struct Opts {
-        std::string model = "models/default";
+        std::string model = "models/default", quant = "none";
         bool json = false;
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("-m,--model", o->model, "Model folder (config.json, *.safetensors)")->capture_default_str();
     cmd->add_flag("--json", o->json, "Print JSON instead of text");
+    cmd->add_option("--quant", o->quant, "Show the format each matrix would take with --quant (and the bytes loaded)")
+        ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m"}))
+        ->capture_default_str();
     return [o] {
         const ModelFiles f = open_model_files(o->model, /*read_data=*/false);
         const LlamaConfig& c = f.config;
+        // A saved quantized folder's scheme, unless --quant asks for another (which loading would refuse).
+        QuantScheme scheme = parse_scheme(o->quant, "--quant");
+        if (auto s = f.checkpoint->metadata().find(kQuantSchemeKey); s != f.checkpoint->metadata().end() &&
+                                                                      scheme == QuantScheme::none)
+            scheme = parse_scheme(s->second, o->model + ": __metadata__ " + kQuantSchemeKey);
+        // the format a matrix is used in, and its bytes then
+        auto loaded = [&](const Weight& w, QuantType q, const TensorView& t) -> std::pair<std::string, size_t> {
+            if (w.quant != QuantType::none) return {quant_name(w.quant), t.nbytes};  // stored quantized
+            if (q == QuantType::none) return {dtype_name(t.dtype), t.nbytes};
+            return {quant_name(q), matrix_bytes(t.dtype, q, w.rows, w.cols)};
+        };
         // A folder of weights alone has no tokenizer: null (a broken one is an error).
         const nlohmann::json tok = has_tokenizer(o->model) ? tokenizer_json(*load_tokenizer(o->model)) : nlohmann::json();
         nlohmann::json tensors = nlohmann::json::array();
         int64_t params = 0;
-        size_t bytes = 0;
+        size_t bytes = 0, loaded_bytes = 0;
+        auto add = [&](const std::string& name, const TensorView& t, const std::vector<int64_t>& shape,
+                       const std::pair<std::string, size_t>& as) {
+            tensors.push_back({{"name", name}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"bytes", t.nbytes},
+                               {"format", as.first}, {"loaded_bytes", as.second}});
+            int64_t n = 1;
+            for (int64_t d : shape) n *= d;
+            params += n;
+            bytes += t.nbytes;
+            loaded_bytes += as.second;
+        };
         for (const TensorSpec& s : llama_tensor_table(c)) {
-            const TensorView* t = f.checkpoint->find(s.name);
-            tensors.push_back(
-                {{"name", t->name}, {"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"bytes", t->nbytes}});
-            params += t->numel();
-            bytes += t->nbytes;
+            const TensorView& t = *f.checkpoint->find(s.name);
+            const Weight& w = weight_of(f.weights, s);
+            add(s.name, t, s.shape, s.matrix ? loaded(w, quant_for(scheme, s, c), t) : loaded(w, QuantType::none, t));
+        }
+        if (c.tie_word_embeddings) {  // the output projection: the embedding's tensor, or stored apart quantized
+            const Weight& w = f.weights.lm_head;
+            const TensorView& t = *f.checkpoint->find(w.quant != QuantType::none ? "lm_head.weight" : "model.embed_tokens.weight");
+            const auto as = loaded(w, quant_for_tied_lm_head(scheme, c), t);
+            if (w.quant != QuantType::none) {
+                add("lm_head.weight", t, {c.vocab_size, c.hidden_size}, as);
+                params -= c.vocab_size * c.hidden_size;  // the same parameters as the embedding's
+            } else if (as.first != dtype_name(t.dtype)) {  // a quantized copy of the embedding is made at load
+                tensors.push_back({{"name", "lm_head (tied)"}, {"dtype", dtype_name(t.dtype)}, {"shape", t.shape},
+                                   {"bytes", 0}, {"format", as.first}, {"loaded_bytes", as.second}});
+                loaded_bytes += as.second;
+            }
         }
         if (o->json) {
             nlohmann::json j = {{"model", o->model},   {"config", config_json(c)},       {"tokenizer", tok},
                                 {"kernels", kernels_isa()}, {"tensors", tensors},      {"n_tensors", tensors.size()},
-                                {"n_params", params},      {"n_bytes", bytes}};
+                                {"n_params", params},      {"n_bytes", bytes},            {"quant", scheme_name(scheme)},
+                                {"n_loaded_bytes", loaded_bytes}};
             std::printf("%s\n", j.dump(2).c_str());
             return 0;
         }
@@ -109,12 +145,15 @@ Run add_inspect(CLI::App& app) {
         for (auto& [k, v] : cfg.items()) std::printf("  %-26s %s\n", k.c_str(), v.dump().c_str());
         std::printf("tokenizer: %s\n", tokenizer_line(tok).c_str());
         std::printf("kernels: %s\n", kernels_isa());
-        std::printf("\n%-52s %-5s %-16s %12s\n", "tensor", "dtype", "shape", "bytes");
+        std::printf("quant: %s\n", scheme_name(scheme));
+        std::printf("\n%-52s %-5s %-16s %12s  %-6s %12s\n", "tensor", "dtype", "shape", "bytes", "format", "loaded");
         for (const auto& t : tensors)
-            std::printf("%-52s %-5s %-16s %12zu\n", t["name"].get<std::string>().c_str(),
-                        t["dtype"].get<std::string>().c_str(), shape_str(t["shape"]).c_str(), t["bytes"].get<size_t>());
-        std::printf("\n%zu tensors, %lld parameters, %zu bytes (%.2f MiB)\n", tensors.size(), (long long)params, bytes,
-                    double(bytes) / (1 << 20));
+            std::printf("%-52s %-5s %-16s %12zu  %-6s %12zu\n", t["name"].get<std::string>().c_str(),
+                        t["dtype"].get<std::string>().c_str(), shape_str(t["shape"]).c_str(), t["bytes"].get<size_t>(),
+                        t["format"].get<std::string>().c_str(), t["loaded_bytes"].get<size_t>());
+        std::printf("\n%zu tensors, %lld parameters, %zu bytes (%.2f MiB); loaded as %s: %zu bytes (%.2f MiB)\n",
+                    tensors.size(), (long long)params, bytes, double(bytes) / (1 << 20), scheme_name(scheme),
+                    loaded_bytes, double(loaded_bytes) / (1 << 20));
         return 0;
     };
 }

@@ -16,5 +16,6 @@ Run add_chat(CLI::App& app);
 Run add_perplexity(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_tokenize(CLI::App& app);
+Run add_quantize(CLI::App& app);
 
 }  // namespace plainllama::cli

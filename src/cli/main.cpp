@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
     add(cli::add_bench, "bench");
     add(cli::add_inspect, "inspect");
     add(cli::add_tokenize, "tokenize");
+    add(cli::add_quantize, "quantize");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

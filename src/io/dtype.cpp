@@ -9,6 +9,7 @@ const char* dtype_name(DType t) {
         case DType::F32: return "F32";
         case DType::F16: return "F16";
         case DType::BF16: return "BF16";
+        case DType::U8: return "U8";
     }
     return "?";
 }
@@ -17,6 +18,7 @@ bool parse_dtype(const std::string& s, DType* out) {
     if (s == "F32") *out = DType::F32;
     else if (s == "F16") *out = DType::F16;
     else if (s == "BF16") *out = DType::BF16;
+    else if (s == "U8") *out = DType::U8;
     else return false;
     return true;
 }

@@ -116,7 +116,15 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
     std::vector<Range> ranges;
     for (auto it = j.begin(); it != j.end(); ++it) {
         const std::string& name = it.key();
-        if (name == "__metadata__") continue;
+        if (name == "__metadata__") {
+            if (!it.value().is_object()) throw Error(src + ": __metadata__ must be an object of strings");
+            for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+                if (!m.value().is_string())
+                    throw Error(src + ": __metadata__ '" + printable(m.key()) + "' must be a string");
+                out.metadata[m.key()] = m.value().get<std::string>();
+            }
+            continue;
+        }
         const json& t = it.value();
         const std::string where = src + ": tensor '" + printable(name) + "'";
         if (!t.is_object()) throw Error(where + ": entry must be an object");
@@ -127,7 +135,7 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
         v.file = src;
         if (!parse_dtype(dt->get<std::string>(), &v.dtype))
             throw Error(where + ": dtype " + printable(dt->get<std::string>()) +
-                        " is not supported (expected F32, F16 or BF16)");
+                        " is not supported (expected F32, F16, BF16, or U8 for quantized blocks)");
         if (sh == t.end() || !sh->is_array()) throw Error(where + ": 'shape' missing or not an array");
         if (sh->size() > 8)
             throw Error(where + ": shape has " + std::to_string(sh->size()) + " dimensions (at most 8)");
@@ -228,6 +236,12 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir, bool read_data) {
             if (tensors_.count(t.name))
                 throw Error(p.string() + ": tensor '" + printable(t.name) + "' appears twice");
             tensors_.emplace(t.name, t);
+        }
+        for (const auto& [key, value] : contents_.back().metadata) {
+            auto [it, fresh] = metadata_.emplace(key, value);
+            if (!fresh && it->second != value)
+                throw Error(p.string() + ": __metadata__ '" + printable(key) + "' is " + printable(value) +
+                            " here but " + printable(it->second) + " in another shard");
         }
     }
     if (!weight_map.is_null())

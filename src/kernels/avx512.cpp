@@ -240,6 +240,12 @@ inline __m512i reduce16(__m512i* v) {
     return _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88), _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
 }
 
+// Prefetch a row's bytes kAhead on, n of them (16 rows are 16 streams: more than the hardware prefetcher follows).
+constexpr int64_t kAhead = 1024;
+inline void prefetch_ahead(const uint8_t* p, int64_t n) {
+    for (int64_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + o), _MM_HINT_T0);
+}
+
 // The 32-bit words at p + i * stride for the 16 rows i.
 inline __m512i gather_rows(const uint8_t* p, int64_t stride) {
     const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -262,6 +268,8 @@ void matvec_q8_0_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x,
             const __mmask64 neg = _mm512_movepi8_mask(xv);
             const __m512i ax = _mm512_abs_epi8(xv);
             __m512i v[16];
+            if (b % 2 == 0)
+                for (int i = 0; i < 16; ++i) prefetch_ahead(w + i * row, 68);
             for (int i = 0; i < 8; ++i) {  // rows i and i + 8
                 const __m512i q = join(load32(w + i * row + 2), load32(w + (i + 8) * row + 2));
                 const __m512i sq = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
@@ -278,14 +286,16 @@ void matvec_q8_0_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x,
     matvec_q8_0(out, W, K, x, r, r1);
 }
 
-// q4_k sub-blocks' 6-bit scales (low 8 bytes) and mins (high 8 bytes) from the 12 packed bytes (quant.h).
+// q4_k sub-blocks' 6-bit scales (low 8 bytes) and mins (high 8 bytes) from the 12 packed bytes at s (quant.h; 4
+// more bytes are read, which the block always has after them), as dwords: s0-3, s4-7, s8-11 -> sc0-3, sc4-7, m0-3,
+// m4-7.
 inline __m128i q4k_scales_mins(const uint8_t* s) {
-    uint32_t u[3];
-    __builtin_memcpy(u, s, 12);
-    const uint32_t lo6 = 0x3F3F3F3F, lo4 = 0x0F0F0F0F, top2 = 0x03030303;
-    const uint32_t sc_lo = u[0] & lo6, m_lo = u[1] & lo6;
-    const uint32_t sc_hi = (u[2] & lo4) | (u[0] >> 6 & top2) << 4, m_hi = (u[2] >> 4 & lo4) | (u[1] >> 6 & top2) << 4;
-    return _mm_setr_epi32(int(sc_lo), int(sc_hi), int(m_lo), int(m_hi));
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    const __m128i lo6 = _mm_and_si128(a, _mm_set1_epi8(0x3F));  // sc0-3 | m0-3
+    const __m128i b = _mm_shuffle_epi32(a, 0xAA);                // s8-11 in every dword
+    const __m128i low4 = _mm_and_si128(_mm_srlv_epi32(b, _mm_setr_epi32(0, 4, 0, 0)), _mm_set1_epi8(0x0F));
+    const __m128i top2 = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(a, 6), _mm_set1_epi8(0x03)), 4);
+    return _mm_unpacklo_epi32(lo6, _mm_or_si128(low4, top2));  // [sc0-3, sc4-7, m0-3, m4-7]
 }
 
 void matvec_q4_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) {
@@ -312,6 +322,7 @@ void matvec_q4_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x
             __m512i v[16], m[16];
             for (int i = 0; i < 16; ++i) {
                 const uint8_t* wi = w + i * row;
+                prefetch_ahead(wi, 144);
                 const __m128i sm = q4k_scales_mins(wi + 4);
                 const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));  // s16: scales 0..7, mins 0..7
                 m[i] = _mm512_zextsi128_si512(_mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), pairs));
@@ -357,6 +368,7 @@ void matvec_q6_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x
             __m512i v[16];
             for (int i = 0; i < 16; ++i) {
                 const uint8_t* wi = w + i * row;
+                prefetch_ahead(wi, 210);
                 const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wi + 192)));
                 const __m512i sc = _mm512_castsi256_si512(sc16);
                 // the values are stored + 32: subtract 32 sum_j sc_j (sum of x's quants in sub-block j)

@@ -116,6 +116,8 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const 
             return ks.matvec_f16(j.out, x, static_cast<const F16*>(W.data), W.N, W.K, p0, p1);
         case DType::BF16:
             return ks.matvec_bf16(j.out, x, static_cast<const BF16*>(W.data), W.N, W.K, p0, p1);
+        case DType::U8:
+            return;  // never packed: U8 is always quantized (above)
     }
 }
 
@@ -249,6 +251,8 @@ void gemm_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float
                 if (xb)
                     return gemm_tile_bf16_dot(ks, out, xb, static_cast<const BF16*>(W.data), W.N, K, t0, t1, n0, nr);
                 return gemm_tile(ks, out, x, static_cast<const BF16*>(W.data), W.N, K, t0, t1, n0, nr);
+            case DType::U8:
+                return;  // never packed: U8 is always quantized (above)
         }
     });
 }

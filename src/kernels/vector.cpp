@@ -9,6 +9,7 @@
 
 #include "isa.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/sys/error.h"
 
 namespace plainllama {
 namespace {
@@ -65,7 +66,10 @@ void convert_to_f32(float* out, const void* src, DType t, int64_t n) {
             return isa::active().widen_f16(out, static_cast<const isa::F16*>(src), n);
         case DType::BF16:
             return isa::active().widen_bf16(out, static_cast<const isa::BF16*>(src), n);
+        case DType::U8:
+            break;
     }
+    PL_CHECK(false && "convert_to_f32 of U8 (quantized blocks have no element type)");
 }
 
 void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) {

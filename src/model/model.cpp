@@ -37,21 +37,39 @@ Model::Model(const std::filesystem::path& dir, const Progress& progress, QuantSc
     config_ = f.config;
     checkpoint_ = std::move(f.checkpoint);
     weights_ = std::move(f.weights);
+    if (auto s = checkpoint_->metadata().find(kQuantSchemeKey); s != checkpoint_->metadata().end()) {
+        // a saved quantized folder: its matrices are used as stored
+        const QuantScheme saved = parse_scheme(s->second, dir.string() + ": __metadata__ " + kQuantSchemeKey);
+        if (quant != QuantScheme::none && quant != saved)
+            throw UsageError("--quant " + std::string(scheme_name(quant)) + ": " + dir.string() +
+                             " is already quantized (" + scheme_name(saved) + "); give --quant " +
+                             scheme_name(saved) + " or none, or quantize the original folder");
+        quant_ = saved;
+    }
     pack_weights(progress);
 }
 
 void Model::pack_weights(const Progress& progress) {
     std::vector<std::pair<Weight*, QuantType>> matrices;  // and the format each takes
+    std::vector<Weight*> stored;                          // stored quantized in the file
     bytes_per_token_ = 0;
     for (const TensorSpec& s : llama_tensor_table(config_)) {
         Weight& w = weight_of(weights_, s);
-        if (s.matrix)
+        if (s.matrix && w.quant == QuantType::none)
             matrices.push_back({&w, quant_for(quant_, s, config_)});
+        else if (s.matrix)  // stored quantized: used in place, from the mapping
+            stored.push_back(&w);
         else if (s.layer >= 0 || s.model_field == &ModelWeights::norm)
             bytes_per_token_ += size_t(w.rows * w.cols) * dtype_size(w.dtype);  // norms
     }
-    if (config_.tie_word_embeddings)  // packs the embedding's tensor
+    if (config_.tie_word_embeddings && weights_.lm_head.quant != QuantType::none)
+        stored.push_back(&weights_.lm_head);
+    else if (config_.tie_word_embeddings)  // packs the embedding's tensor
         matrices.push_back({&weights_.lm_head, quant_for_tied_lm_head(quant_, config_)});
+    for (Weight* w : stored) {
+        w->packed = PackedMatrix{w->data, w->dtype, w->rows, w->cols, w->quant};
+        bytes_per_token_ += matrix_bytes(w->dtype, w->quant, w->rows, w->cols);
+    }
 
     auto bytes = [](const Weight& w) { return size_t(w.rows * w.cols) * dtype_size(w.dtype); };
     size_t done = 0, total = 0, capacity = 0;

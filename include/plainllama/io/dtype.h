@@ -6,11 +6,12 @@
 
 namespace plainllama {
 
-enum class DType { F32, F16, BF16 };
+// U8: raw bytes, only as the blocks of a quantized matrix (quant.h; the format named in the file's __metadata__).
+enum class DType { F32, F16, BF16, U8 };
 
-inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
+inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : t == DType::U8 ? 1 : 2; }
 const char* dtype_name(DType t);
-// "F32" / "F16" / "BF16" (safetensors spelling); false for anything else.
+// "F32" / "F16" / "BF16" / "U8" (safetensors spelling); false for anything else.
 bool parse_dtype(const std::string& s, DType* out);
 
 inline float bf16_to_f32(uint16_t h) {

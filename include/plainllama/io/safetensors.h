@@ -52,6 +52,7 @@ class MappedFile {
 // tensor's data stays unaligned in `bytes`: for reading the header only).
 struct SafetensorsContents {
     std::vector<TensorView> tensors;
+    std::map<std::string, std::string> metadata;  // the header's __metadata__
     std::vector<std::unique_ptr<uint8_t[]>> copies;
 };
 // Validates header length, JSON, dtypes, shapes, offsets, overlaps. `source` names the file.
@@ -67,6 +68,8 @@ class Checkpoint {
     explicit Checkpoint(const std::filesystem::path& dir, bool read_data = true);
     const TensorView* find(const std::string& name) const;
     const std::map<std::string, TensorView>& tensors() const { return tensors_; }
+    // Every file's __metadata__ entries (shards that disagree on a key are an error).
+    const std::map<std::string, std::string>& metadata() const { return metadata_; }
     size_t total_bytes() const;
     // Drops the pages wholly inside [data, data + nbytes) from memory when they belong to a mapping (a later
     // read brings them back from the file): for tensors the model has copied elsewhere.
@@ -76,6 +79,7 @@ class Checkpoint {
     std::vector<std::unique_ptr<MappedFile>> files_;
     std::vector<SafetensorsContents> contents_;
     std::map<std::string, TensorView> tensors_;
+    std::map<std::string, std::string> metadata_;
 };
 
 }  // namespace plainllama

@@ -16,8 +16,9 @@ namespace plainllama {
 // values repacked into panels (see PackedMatrix; filled in by the Model).
 struct Weight {
     const void* data = nullptr;
-    DType dtype = DType::F32;
+    DType dtype = DType::F32;  // U8 when stored quantized
     int64_t rows = 0, cols = 0;
+    QuantType quant = QuantType::none;  // stored quantized (a saved quantized folder): rows of blocks, [rows, row bytes]
     PackedMatrix packed;
 };
 
@@ -57,7 +58,13 @@ std::vector<TensorSpec> llama_tensor_table(const LlamaConfig& c);
 Weight& weight_of(ModelWeights& m, const TensorSpec& s);
 const Weight& weight_of(const ModelWeights& m, const TensorSpec& s);
 
-// Binds every table entry by name, checking presence and shape; unknown tensors are an error.
+// A saved quantized folder (plainllama quantize) marks each quantized tensor in its safetensors __metadata__:
+// kQuantKey + tensor name -> the format ("q8_0", "q4_k", "q6_k"), the tensor U8 [rows, row bytes]; and the scheme.
+inline const std::string kQuantKey = "plainllama.quant:";
+inline const std::string kQuantSchemeKey = "plainllama.quant_scheme";
+
+// Binds every table entry by name, checking presence, dtype and shape (quantized tensors as their metadata says);
+// unknown tensors are an error. A tied model's lm_head.weight is bound when stored quantized.
 ModelWeights bind_weights(const Checkpoint& ckpt, const LlamaConfig& c, const std::string& source);
 
 }  // namespace plainllama
