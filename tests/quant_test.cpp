@@ -159,16 +159,46 @@ TEST(QuantFormat, ErrorWithinTheFormatsPrecision) {
 
 // ---- the integer dot products ---------------------------------------------------------------------------
 
-// A quantized [N, K] matrix from random rows, packed as the model packs it.
+// A quantized [N, K] matrix from random rows, packed as the model packs it (q4_k with N a multiple of 16: in
+// interleaved tiles), and its rows' blocks in GGUF's layout.
 struct QuantMatrix {
     std::vector<float> w;  // [N, K] the source
     PackedWeights store;
     PackedMatrix m;
+    std::vector<uint8_t> gguf;  // [N][row bytes]
     QuantMatrix(QuantType t, int64_t N, int64_t K, std::mt19937& rng)
         : w(random_row(N * K, rng, 0.05f)),
           store((matrix_bytes(DType::F32, t, N, K) + 63) / 64 * 64),
-          m(store.add(w.data(), DType::F32, N, K, t)) {}
+          m(store.add(w.data(), DType::F32, N, K, t)),
+          gguf(size_t(N) * quant_row_bytes(t, K)) {
+        for (int64_t r = 0; r < N; ++r) quantize_row(t, &w[size_t(r * K)], &gguf[size_t(r) * quant_row_bytes(t, K)], K);
+    }
+    const uint8_t* row(int64_t r) const { return &gguf[size_t(r) * quant_row_bytes(m.quant, m.K)]; }
 };
+
+// q4_k's interleaved tiles hold the GGUF rows: packing 16-row groups gives tiles whose rows come back bit for bit,
+// and a saved row of blocks loaded back gives the same tiles.
+TEST(QuantFormat, Q4KTilesHoldTheRows) {
+    std::mt19937 rng(7);
+    const int64_t N = 48, K = 768, nb = K / 256;
+    QuantMatrix q(QuantType::q4_k, N, K, rng);
+    ASSERT_TRUE(q4_k_rows16(QuantType::q4_k, N));
+    EXPECT_FALSE(q4_k_rows16(QuantType::q4_k, 45));
+    EXPECT_FALSE(q4_k_rows16(QuantType::q6_k, 48));
+    EXPECT_EQ(matrix_bytes(DType::F32, QuantType::q4_k, N, K), size_t(N / 16 * nb) * kQ4x16Tile);
+    std::vector<uint8_t> back(size_t(nb) * 144);
+    for (int64_t r = 0; r < N; ++r) {
+        deinterleave_q4_k(back.data(), static_cast<const uint8_t*>(q.m.data) + size_t(r / 16 * nb) * kQ4x16Tile,
+                          r % 16, 0, nb);
+        ASSERT_EQ(std::memcmp(back.data(), q.row(r), back.size()), 0) << "row " << r;
+        deinterleave_q4_k(back.data(), static_cast<const uint8_t*>(q.m.data) + size_t(r / 16 * nb) * kQ4x16Tile,
+                          r % 16, 1, 2);  // a range of blocks
+        ASSERT_EQ(std::memcmp(back.data(), q.row(r) + 144, 288), 0) << "row " << r;
+    }
+    PackedWeights store((matrix_bytes(DType::U8, QuantType::q4_k, N, K) + 63) / 64 * 64);
+    const PackedMatrix loaded = store.add_quantized(q.gguf.data(), QuantType::q4_k, N, K);
+    EXPECT_EQ(std::memcmp(loaded.data, q.m.data, matrix_bytes(DType::U8, QuantType::q4_k, N, K)), 0);
+}
 
 std::vector<float> product(const PackedMatrix& m, const std::vector<float>& x, int64_t T) {
     std::vector<float> out(static_cast<size_t>(T * m.N));
@@ -183,7 +213,7 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
     std::mt19937 rng(3);
     for (QuantType t : kTypes)
         for (int64_t K : {256, 768, 2048, 4608}) {
-            const int64_t N = 45, T = 7;
+            const int64_t N = K == 768 ? 45 : 48, T = 7;  // 48: q4_k's interleaved tiles
             QuantMatrix q(t, N, K, rng);
             const auto x = random_row(T * K, rng);
             std::vector<float> want;
@@ -194,7 +224,6 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
                     want.insert(want.end(), one.begin(), one.end());
                 }
             }
-            const size_t row = quant_row_bytes(t, K);
             for (const std::string& v : kernel_variants()) {
                 test::UseKernels scope(v);
                 for (int64_t r = 0; r < T; ++r) {
@@ -204,7 +233,7 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
                 }
                 const auto got = product(q.m, x, T);
                 for (int64_t n = 0; n < N; ++n) {
-                    const auto w = gguf_decode(t, static_cast<const uint8_t*>(q.m.data) + size_t(n) * row, K);
+                    const auto w = gguf_decode(t, q.row(n), K);
                     for (int64_t r = 0; r < T; ++r) {
                         double exact = 0, mag = 0;
                         for (int64_t k = 0; k < K; ++k) {
@@ -224,7 +253,7 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
 TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
     std::mt19937 rng(4);
     for (QuantType t : kTypes) {
-        const int64_t N = 20, K = 1024, block = t == QuantType::q8_0 ? 32 : 256;
+        const int64_t N = 32, K = 1024, block = t == QuantType::q8_0 ? 32 : 256;
         QuantMatrix q(t, N, K, rng);
         const auto x = random_row(K, rng);
         std::vector<double> xq(static_cast<size_t>(K));  // x as the kernels quantize it
@@ -236,9 +265,8 @@ TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
                 xq[size_t(b * block + i)] = double(d) * std::nearbyint(x[size_t(b * block + i)] * iscale);
         }
         const auto got = product(q.m, x, 1);
-        const size_t row = quant_row_bytes(t, K);
         for (int64_t r = 0; r < N; ++r) {
-            const auto w = gguf_decode(t, static_cast<const uint8_t*>(q.m.data) + size_t(r) * row, K);
+            const auto w = gguf_decode(t, q.row(r), K);
             double exact = 0, mag = 0, full = 0;
             for (int64_t i = 0; i < K; ++i) {
                 exact += w[size_t(i)] * xq[size_t(i)];

@@ -348,6 +348,68 @@ void matvec_q4_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x
     matvec_q4_k(out, W, K, x, r, r1);
 }
 
+// q4_k, 16 interleaved rows per tile (quant.h): each 64-byte load holds 4 weights of each of the 16 rows, so the
+// products of a sub-block accumulate per row in the lanes (u8 x s8 in groups of 4 into s32: Dot4), then times the
+// rows' scales; no reduction across lanes. Dot4 is vpdpbusd with VNNI, vpmaddubsw + vpmaddwd without.
+struct Dot4Plain {
+    static __m512i f(__m512i acc, __m512i u, __m512i s) {
+        return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+    }
+};
+struct Dot4Vnni {
+    __attribute__((target("avx512vnni"))) static __m512i f(__m512i acc, __m512i u, __m512i s) {
+        return _mm512_dpbusd_epi32(acc, u, s);
+    }
+};
+
+template <class Dot4>
+inline void matvec_q4_k_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0,
+                                 int64_t g1) {
+    const int64_t nb = K / 256;
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    for (int64_t g = g0; g < g1; ++g) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
+            _mm_prefetch(reinterpret_cast<const char*>(T + 4 * kQ4x16Tile), _MM_HINT_T0);
+            const int8_t* xq = x[b].qs;
+            __m512i isum = _mm512_setzero_si512(), imin = _mm512_setzero_si512();
+            for (int gr = 0; gr < 4; ++gr) {
+                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                for (int c = 0; c < 8; ++c) {
+                    const __m512i v = _mm512_loadu_si512(T + 320 + 64 * (8 * gr + c));
+                    int32_t xl, xh;
+                    __builtin_memcpy(&xl, xq + 64 * gr + 4 * c, 4);
+                    __builtin_memcpy(&xh, xq + 64 * gr + 32 + 4 * c, 4);
+                    lo = Dot4::f(lo, _mm512_and_si512(v, nib), _mm512_set1_epi32(xl));
+                    hi = Dot4::f(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib), _mm512_set1_epi32(xh));
+                }
+                const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 64 + 32 * gr)));
+                const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 80 + 32 * gr)));
+                isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(lo, sc_lo), _mm512_mullo_epi32(hi, sc_hi)));
+            }
+            for (int j = 0; j < 8; ++j) {
+                const __m512i m = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j)));
+                imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(m, _mm512_set1_epi32(x[b].bsums[2 * j] + x[b].bsums[2 * j + 1])));
+            }
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
+            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 32)));
+            const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)),
+                                           _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin)));
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(x[b].d), t));
+        }
+        _mm512_storeu_ps(out + 16 * g, acc);
+    }
+}
+
+void matvec_q4_k_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) {
+    matvec_q4_k_x16_body<Dot4Plain>(out, W, K, x, g0, g1);
+}
+__attribute__((target("avx512vnni"))) void matvec_q4_k_x16_vnni(float* out, const uint8_t* W, int64_t K,
+                                                                const BlockQ8x256* x, int64_t g0, int64_t g1) {
+    matvec_q4_k_x16_body<Dot4Vnni>(out, W, K, x, g0, g1);
+}
+
 void matvec_q6_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) {
     const int64_t nb = K / 256, row = nb * 210;
     const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3);
@@ -446,6 +508,7 @@ constexpr Kernels kTable = {
     .matvec_q8_0 = matvec_q8_0_v,
     .matvec_q4_k = matvec_q4_k_v,
     .matvec_q6_k = matvec_q6_k_v,
+    .matvec_q4_k_x16 = matvec_q4_k_x16_v,
     .sum_stream = sum_stream,
 };
 
@@ -454,6 +517,7 @@ constexpr Kernels with_bf16_dot(Kernels k) {
     const DotTile dot[kMRMax + 1] = PL_TILES(micro_tile_dot);
     for (int i = 0; i <= kMRMax; ++i) k.tile_bf16_dot[i] = dot[i];
     k.round_bf16_pairs = round_bf16_pairs;
+    k.matvec_q4_k_x16 = matvec_q4_k_x16_vnni;  // every CPU with AVX512_BF16 has AVX512_VNNI (checked at dispatch)
     return k;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 #include <vector>
@@ -62,7 +63,23 @@ PackedWeights::PackedWeights(size_t capacity) : capacity_(capacity) {
 }
 
 size_t matrix_bytes(DType t, QuantType q, int64_t N, int64_t K) {
-    return q == QuantType::none ? packed_bytes(t, N, K) : size_t(N) * quant_row_bytes(q, K);
+    return q == QuantType::none ? packed_bytes(t, N, K) : quant_matrix_bytes(q, N, K);
+}
+
+PackedMatrix PackedWeights::add_quantized(const uint8_t* rows, QuantType q, int64_t N, int64_t K) {
+    const size_t n = quant_matrix_bytes(q, N, K), padded = (n + 63) / 64 * 64;
+    if (padded > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
+    uint8_t* dst = reinterpret_cast<uint8_t*>(data_.get() + used_);
+    used_ += padded;
+    const int64_t nb = K / quant_block(q);
+    if (q4_k_rows16(q, N)) {
+#pragma omp parallel for schedule(static) if (N * K >= kParallelWork)
+        for (int64_t g = 0; g < N / 16; ++g)
+            interleave_q4_k(dst + size_t(g * nb) * kQ4x16Tile, rows + size_t(16 * g) * quant_row_bytes(q, K), nb);
+    } else {
+        std::memcpy(dst, rows, n);
+    }
+    return PackedMatrix{dst, DType::U8, N, K, q};
 }
 
 PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, QuantType q) {
@@ -76,13 +93,20 @@ PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, Qu
         return PackedMatrix{dst, t, N, K};
     }
     const size_t row = quant_row_bytes(q, K), es = dtype_size(t);
+    const bool rows16 = q4_k_rows16(q, N);
+    const int64_t per = rows16 ? 16 : 1, nb = K / quant_block(q);  // rows per unit of work
 #pragma omp parallel if (N * K >= kParallelWork)
     {
-        std::vector<float> x(static_cast<size_t>(K));  // [K] one row in f32
+        std::vector<float> x(static_cast<size_t>(K));                 // [K] one row in f32
+        std::vector<uint8_t> blocks(rows16 ? size_t(16) * row : 0);   // [16][row] a group's rows, before interleaving
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < N; ++r) {
-            convert_to_f32(x.data(), static_cast<const uint8_t*>(W) + size_t(r * K) * es, t, K);
-            quantize_row(q, x.data(), dst + size_t(r) * row, K);
+        for (int64_t u = 0; u < N / per; ++u) {
+            for (int64_t i = 0; i < per; ++i) {
+                const int64_t r = u * per + i;
+                convert_to_f32(x.data(), static_cast<const uint8_t*>(W) + size_t(r * K) * es, t, K);
+                quantize_row(q, x.data(), rows16 ? blocks.data() + size_t(i) * row : dst + size_t(r) * row, K);
+            }
+            if (rows16) interleave_q4_k(dst + size_t(u * nb) * kQ4x16Tile, blocks.data(), nb);
         }
     }
     return PackedMatrix{dst, t, N, K, q};

@@ -2,6 +2,8 @@
 // kernels (quantize.inc, quant.inc).
 #include "plainllama/kernels/quant.h"
 
+#include <cstring>
+
 #include "isa.h"
 #include "plainllama/sys/error.h"
 
@@ -39,6 +41,50 @@ size_t quant_block_bytes(QuantType t) {
 }
 
 size_t quant_row_bytes(QuantType t, int64_t K) { return size_t(K / quant_block(t)) * quant_block_bytes(t); }
+
+bool q4_k_rows16(QuantType t, int64_t N) { return t == QuantType::q4_k && N % 16 == 0; }
+
+size_t quant_matrix_bytes(QuantType t, int64_t N, int64_t K) {
+    return q4_k_rows16(t, N) ? size_t(N / 16) * size_t(K / 256) * kQ4x16Tile : size_t(N) * quant_row_bytes(t, K);
+}
+
+void interleave_q4_k(uint8_t* tiles, const uint8_t* rows, int64_t nb) {
+    const size_t row = size_t(nb) * 144;
+    for (int64_t b = 0; b < nb; ++b, tiles += kQ4x16Tile)
+        for (int r = 0; r < 16; ++r) {
+            const uint8_t* blk = rows + r * row + size_t(b) * 144;
+            std::memcpy(tiles + 2 * r, blk, 2);
+            std::memcpy(tiles + 32 + 2 * r, blk + 2, 2);
+            const uint8_t* s = blk + 4;
+            for (int j = 0; j < 8; ++j) {
+                tiles[64 + 16 * j + r] = uint8_t(j < 4 ? s[j] & 63 : (s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4);
+                tiles[192 + 16 * j + r] = uint8_t(j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4);
+            }
+            for (int k = 0; k < 32; ++k)  // chunk k = 8 gr + c
+                std::memcpy(tiles + 320 + 64 * k + 4 * r, blk + 16 + 4 * k, 4);
+        }
+}
+
+void deinterleave_q4_k(uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n) {
+    tiles += size_t(b0) * kQ4x16Tile;
+    for (int64_t b = 0; b < n; ++b, tiles += kQ4x16Tile, dst += 144) {
+        std::memcpy(dst, tiles + 2 * r, 2);
+        std::memcpy(dst + 2, tiles + 32 + 2 * r, 2);
+        uint8_t* s = dst + 4;
+        for (int j = 0; j < 8; ++j) {
+            const int sc = tiles[64 + 16 * j + r], m = tiles[192 + 16 * j + r];
+            if (j < 4) {
+                s[j] = uint8_t(sc);
+                s[j + 4] = uint8_t(m);
+            } else {
+                s[j + 4] = uint8_t((sc & 0xF) | (m & 0xF) << 4);
+                s[j - 4] = uint8_t(s[j - 4] | (sc >> 4) << 6);
+                s[j] = uint8_t(s[j] | (m >> 4) << 6);
+            }
+        }
+        for (int k = 0; k < 32; ++k) std::memcpy(dst + 16 + 4 * k, tiles + 320 + 64 * k + 4 * r, 4);
+    }
+}
 
 void quantize_row(QuantType t, const float* x, void* dst, int64_t K) {
     PL_CHECK(t != QuantType::none && K % quant_block(t) == 0);

@@ -50,32 +50,37 @@ Model::Model(const std::filesystem::path& dir, const Progress& progress, QuantSc
 }
 
 void Model::pack_weights(const Progress& progress) {
-    std::vector<std::pair<Weight*, QuantType>> matrices;  // and the format each takes
-    std::vector<Weight*> stored;                          // stored quantized in the file
+    // Every matrix with the format it takes; those stored quantized (a saved quantized folder) are copied into the
+    // memory layout as they are.
+    struct Job {
+        Weight* w;
+        QuantType q;
+        bool stored;
+    };
+    std::vector<Job> matrices;
     bytes_per_token_ = 0;
     for (const TensorSpec& s : llama_tensor_table(config_)) {
         Weight& w = weight_of(weights_, s);
-        if (s.matrix && w.quant == QuantType::none)
-            matrices.push_back({&w, quant_for(quant_, s, config_)});
-        else if (s.matrix)  // stored quantized: used in place, from the mapping
-            stored.push_back(&w);
+        if (s.matrix)
+            matrices.push_back({&w, w.quant != QuantType::none ? w.quant : quant_for(quant_, s, config_),
+                                w.quant != QuantType::none});
         else if (s.layer >= 0 || s.model_field == &ModelWeights::norm)
             bytes_per_token_ += size_t(w.rows * w.cols) * dtype_size(w.dtype);  // norms
     }
     if (config_.tie_word_embeddings && weights_.lm_head.quant != QuantType::none)
-        stored.push_back(&weights_.lm_head);
+        matrices.push_back({&weights_.lm_head, weights_.lm_head.quant, true});
     else if (config_.tie_word_embeddings)  // packs the embedding's tensor
-        matrices.push_back({&weights_.lm_head, quant_for_tied_lm_head(quant_, config_)});
-    for (Weight* w : stored) {
-        w->packed = PackedMatrix{w->data, w->dtype, w->rows, w->cols, w->quant};
-        bytes_per_token_ += matrix_bytes(w->dtype, w->quant, w->rows, w->cols);
-    }
+        matrices.push_back({&weights_.lm_head, quant_for_tied_lm_head(quant_, config_), false});
 
-    auto bytes = [](const Weight& w) { return size_t(w.rows * w.cols) * dtype_size(w.dtype); };
+    // bytes of the source tensor
+    auto bytes = [](const Job& j) {
+        return j.stored ? size_t(j.w->rows) * quant_row_bytes(j.q, j.w->cols)
+                        : size_t(j.w->rows * j.w->cols) * dtype_size(j.w->dtype);
+    };
     size_t done = 0, total = 0, capacity = 0;
-    for (const auto& [w, q] : matrices) {
-        total += bytes(*w);
-        const size_t n = matrix_bytes(w->dtype, q, w->rows, w->cols);
+    for (const Job& j : matrices) {
+        total += bytes(j);
+        const size_t n = matrix_bytes(j.w->dtype, j.q, j.w->rows, j.w->cols);
         capacity += (n + 63) / 64 * 64;
         bytes_per_token_ += n;
     }
@@ -85,10 +90,12 @@ void Model::pack_weights(const Progress& progress) {
         throw Error("out of memory allocating the repacked weight matrices (" + std::to_string(capacity >> 20) +
                     " MiB)");
     }
-    for (const auto& [w, q] : matrices) {
-        w->packed = packed_->add(w->data, w->dtype, w->rows, w->cols, q);
-        checkpoint_->release(w->data, bytes(*w));
-        done += bytes(*w);
+    for (const Job& j : matrices) {
+        Weight& w = *j.w;
+        w.packed = j.stored ? packed_->add_quantized(static_cast<const uint8_t*>(w.data), j.q, w.rows, w.cols)
+                            : packed_->add(w.data, w.dtype, w.rows, w.cols, j.q);
+        checkpoint_->release(w.data, bytes(j));
+        done += bytes(j);
         if (progress) progress(done, total);
     }
 }

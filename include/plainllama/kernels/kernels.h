@@ -40,8 +40,9 @@ void use_kernels(const std::string& name);
 //   BF16:     panel p = [ceil(K/2)][kPanel][2]; W[kPanel p + j, k] at [k/2][j][k%2] (pairs for vdpbf16ps)
 // pack_matrix zeroes the rows past N in the last panel, though no output depends on them (attention's key cache
 // is viewed as a PackedMatrix whatever lies past the keys in use); an odd K's BF16 pad must be zero.
-// A quantized matrix (quant != none) is not packed: its N rows of blocks stay row-major, as GGUF stores them
-// (quant.h); decode runs integer dot products on them, prefill widens 32 rows at a time into an f32 panel.
+// A quantized matrix (quant != none) is not packed in panels: its N rows of blocks stay row-major, as GGUF stores
+// them, but for q4_k in groups of 16 rows, interleaved (quant.h); decode runs integer dot products on them, prefill
+// dequantizes 32 rows at a time into an f32 panel.
 constexpr int64_t kPanel = 32;
 struct PackedMatrix {
     const void* data = nullptr;  // matrix_bytes(...) bytes (PackedWeights' are 64-byte aligned)
@@ -64,6 +65,8 @@ class PackedWeights {
     // W [N, K] of type t packed into the next free bytes (std::length_error past the capacity), or quantized to q
     // (rows over the threads; K a multiple of q's block).
     PackedMatrix add(const void* W, DType t, int64_t N, int64_t K, QuantType q = QuantType::none);
+    // Rows [N, row bytes] of blocks already quantized to q (GGUF layout), copied into the memory layout.
+    PackedMatrix add_quantized(const uint8_t* rows, QuantType q, int64_t N, int64_t K);
 
    private:
     struct Free {
