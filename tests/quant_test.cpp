@@ -176,28 +176,29 @@ struct QuantMatrix {
     const uint8_t* row(int64_t r) const { return &gguf[size_t(r) * quant_row_bytes(m.quant, m.K)]; }
 };
 
-// q4_k's interleaved tiles hold the GGUF rows: packing 16-row groups gives tiles whose rows come back bit for bit,
-// and a saved row of blocks loaded back gives the same tiles.
-TEST(QuantFormat, Q4KTilesHoldTheRows) {
+// The interleaved tiles hold the GGUF rows: packing 16-row groups gives tiles whose rows come back bit for bit,
+// and saved rows of blocks loaded back give the same tiles.
+TEST(QuantFormat, TilesHoldTheRows) {
     std::mt19937 rng(7);
-    const int64_t N = 48, K = 768, nb = K / 256;
-    QuantMatrix q(QuantType::q4_k, N, K, rng);
-    ASSERT_TRUE(q4_k_rows16(QuantType::q4_k, N));
-    EXPECT_FALSE(q4_k_rows16(QuantType::q4_k, 45));
-    EXPECT_FALSE(q4_k_rows16(QuantType::q6_k, 48));
-    EXPECT_EQ(matrix_bytes(DType::F32, QuantType::q4_k, N, K), size_t(N / 16 * nb) * kQ4x16Tile);
-    std::vector<uint8_t> back(size_t(nb) * 144);
-    for (int64_t r = 0; r < N; ++r) {
-        deinterleave_q4_k(back.data(), static_cast<const uint8_t*>(q.m.data) + size_t(r / 16 * nb) * kQ4x16Tile,
-                          r % 16, 0, nb);
-        ASSERT_EQ(std::memcmp(back.data(), q.row(r), back.size()), 0) << "row " << r;
-        deinterleave_q4_k(back.data(), static_cast<const uint8_t*>(q.m.data) + size_t(r / 16 * nb) * kQ4x16Tile,
-                          r % 16, 1, 2);  // a range of blocks
-        ASSERT_EQ(std::memcmp(back.data(), q.row(r) + 144, 288), 0) << "row " << r;
+    EXPECT_FALSE(tiled(QuantType::q4_k, 45));
+    EXPECT_FALSE(tiled(QuantType::q6_k, 48));
+    for (QuantType t : {QuantType::q8_0, QuantType::q4_k}) {
+        const int64_t N = 48, K = 768, nb = K / quant_block(t), bb = int64_t(quant_block_bytes(t));
+        QuantMatrix q(t, N, K, rng);
+        ASSERT_TRUE(tiled(t, N));
+        EXPECT_EQ(matrix_bytes(DType::F32, t, N, K), size_t(N / 16 * nb) * tile_bytes(t));
+        std::vector<uint8_t> back(size_t(nb * bb));
+        for (int64_t r = 0; r < N; ++r) {
+            const uint8_t* tiles = static_cast<const uint8_t*>(q.m.data) + size_t(r / 16 * nb) * tile_bytes(t);
+            deinterleave(t, back.data(), tiles, r % 16, 0, nb);
+            ASSERT_EQ(std::memcmp(back.data(), q.row(r), back.size()), 0) << quant_name(t) << " row " << r;
+            deinterleave(t, back.data(), tiles, r % 16, 1, 2);  // a range of blocks
+            ASSERT_EQ(std::memcmp(back.data(), q.row(r) + bb, size_t(2 * bb)), 0) << quant_name(t) << " row " << r;
+        }
+        PackedWeights store((matrix_bytes(DType::U8, t, N, K) + 63) / 64 * 64);
+        const PackedMatrix loaded = store.add_quantized(q.gguf.data(), t, N, K);
+        EXPECT_EQ(std::memcmp(loaded.data, q.m.data, matrix_bytes(DType::U8, t, N, K)), 0) << quant_name(t);
     }
-    PackedWeights store((matrix_bytes(DType::U8, QuantType::q4_k, N, K) + 63) / 64 * 64);
-    const PackedMatrix loaded = store.add_quantized(q.gguf.data(), QuantType::q4_k, N, K);
-    EXPECT_EQ(std::memcmp(loaded.data, q.m.data, matrix_bytes(DType::U8, QuantType::q4_k, N, K)), 0);
 }
 
 std::vector<float> product(const PackedMatrix& m, const std::vector<float>& x, int64_t T) {

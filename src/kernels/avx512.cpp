@@ -362,6 +362,47 @@ struct Dot4Vnni {
     }
 };
 
+// q8_0 tiles hold q + 128 (u8): with VNNI, vpdpbusd's sum of (q + 128) x less 128 sum(x); without, q recovered
+// (^ 0x80) and |x| . (q with x's sign) by vpmaddubsw, which cannot saturate then (2 x 127 x 127).
+template <bool kVnni>
+inline void matvec_q8_0_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t g0, int64_t g1) {
+    const int64_t nb = K / 32;
+    for (int64_t g = g0; g < g1; ++g) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* T = W + size_t(g * nb + b) * kQ8x16Tile;
+            _mm_prefetch(reinterpret_cast<const char*>(T + 8 * kQ8x16Tile), _MM_HINT_T0);
+            __m512i isum = _mm512_setzero_si512();
+            for (int c = 0; c < 8; ++c) {
+                const __m512i v = _mm512_loadu_si512(T + 32 + 64 * c);
+                int32_t xc;
+                __builtin_memcpy(&xc, x[b].qs + 4 * c, 4);
+                const __m512i xs = _mm512_set1_epi32(xc);
+                if constexpr (kVnni) {
+                    isum = Dot4Vnni::f(isum, v, xs);
+                } else {
+                    const __m512i q = _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
+                    const __m512i sq = _mm512_mask_sub_epi8(q, _mm512_movepi8_mask(xs), _mm512_setzero_si512(), q);
+                    isum = Dot4Plain::f(isum, _mm512_abs_epi8(xs), sq);
+                }
+            }
+            if constexpr (kVnni) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(128 * x[b].sum));
+            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T))),
+                                           _mm512_set1_ps(x[b].d));
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+        }
+        _mm512_storeu_ps(out + 16 * g, acc);
+    }
+}
+
+void matvec_q8_0_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t g0, int64_t g1) {
+    matvec_q8_0_x16_body<false>(out, W, K, x, g0, g1);
+}
+__attribute__((target("avx512vnni"))) void matvec_q8_0_x16_vnni(float* out, const uint8_t* W, int64_t K,
+                                                                const BlockQ8x32* x, int64_t g0, int64_t g1) {
+    matvec_q8_0_x16_body<true>(out, W, K, x, g0, g1);
+}
+
 template <class Dot4>
 inline void matvec_q4_k_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0,
                                  int64_t g1) {
@@ -508,6 +549,7 @@ constexpr Kernels kTable = {
     .matvec_q8_0 = matvec_q8_0_v,
     .matvec_q4_k = matvec_q4_k_v,
     .matvec_q6_k = matvec_q6_k_v,
+    .matvec_q8_0_x16 = matvec_q8_0_x16_v,
     .matvec_q4_k_x16 = matvec_q4_k_x16_v,
     .sum_stream = sum_stream,
 };
@@ -517,6 +559,7 @@ constexpr Kernels with_bf16_dot(Kernels k) {
     const DotTile dot[kMRMax + 1] = PL_TILES(micro_tile_dot);
     for (int i = 0; i <= kMRMax; ++i) k.tile_bf16_dot[i] = dot[i];
     k.round_bf16_pairs = round_bf16_pairs;
+    k.matvec_q8_0_x16 = matvec_q8_0_x16_vnni;
     k.matvec_q4_k_x16 = matvec_q4_k_x16_vnni;  // every CPU with AVX512_BF16 has AVX512_VNNI (checked at dispatch)
     return k;
 }

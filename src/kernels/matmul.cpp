@@ -98,9 +98,12 @@ void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const Qu
                   int64_t r1) {
     const auto* data = static_cast<const uint8_t*>(W.data);
     switch (W.quant) {
-        case QuantType::q8_0: return ks.matvec_q8_0(out, data, W.K, xq.q32 + t * (W.K / 32), r0, r1);
+        case QuantType::q8_0:
+            if (tiled(W.quant, W.N))  // r0, r1: multiples of 16 (panels of 32 rows, N of 16)
+                return ks.matvec_q8_0_x16(out, data, W.K, xq.q32 + t * (W.K / 32), r0 / 16, r1 / 16);
+            return ks.matvec_q8_0(out, data, W.K, xq.q32 + t * (W.K / 32), r0, r1);
         case QuantType::q4_k:
-            if (q4_k_rows16(W.quant, W.N))  // r0, r1: multiples of 16 (panels of 32 rows, N of 16)
+            if (tiled(W.quant, W.N))
                 return ks.matvec_q4_k_x16(out, data, W.K, xq.q256 + t * (W.K / 256), r0 / 16, r1 / 16);
             return ks.matvec_q4_k(out, data, W.K, xq.q256 + t * (W.K / 256), r0, r1);
         case QuantType::q6_k: return ks.matvec_q6_k(out, data, W.K, xq.q256 + t * (W.K / 256), r0, r1);
@@ -189,19 +192,19 @@ void gemm_tile_quant(const Kernels& ks, float* out, const float* x, const Packed
     const auto* rows = static_cast<const uint8_t*>(W.data) + size_t(n0) * row_bytes;
     static thread_local std::vector<float> wide;  // [nr][kc] the rows' weights in the block
     if (wide.size() < size_t(kNR * kKC)) wide.resize(size_t(kNR * kKC));
-    const bool rows16 = q4_k_rows16(W.quant, W.N);
-    static thread_local std::vector<uint8_t> gguf;  // [kc / 256][144] a row's blocks from the tiles
-    if (rows16 && gguf.size() < size_t(kKC / 256 * 144)) gguf.resize(size_t(kKC / 256 * 144));
+    const bool rows16 = tiled(W.quant, W.N);
+    static thread_local std::vector<uint8_t> gguf;  // a row's blocks in the K block, from the tiles
+    if (rows16 && gguf.size() < quant_row_bytes(W.quant, kKC)) gguf.resize(quant_row_bytes(W.quant, kKC));
     float* buf = isa::thread_buffer(size_t(kKC * kNR));  // [kc][kNR]
     for (int64_t k0 = 0; k0 < K; k0 += kKC) {
         const int64_t kc = std::min(kKC, K - k0);
         const size_t offset = quant_row_bytes(W.quant, k0);
         for (int64_t r = 0; r < nr; ++r) {
             const uint8_t* src = rows + size_t(r) * row_bytes + offset;
-            if (rows16) {  // tiles of 16 rows: n0 is a multiple of 32; the group's tiles start 16 rows' bytes on
-                const int64_t g = (n0 + r) / 16, nb = K / 256;
-                deinterleave_q4_k(gguf.data(), static_cast<const uint8_t*>(W.data) + size_t(g * nb) * kQ4x16Tile,
-                                  (n0 + r) % 16, k0 / 256, kc / 256);
+            if (rows16) {  // tiles of 16 rows (n0 is a multiple of 32)
+                const int64_t g = (n0 + r) / 16, blk = quant_block(W.quant), nb = K / blk;
+                deinterleave(W.quant, gguf.data(), static_cast<const uint8_t*>(W.data) + size_t(g * nb) * tile_bytes(W.quant),
+                             (n0 + r) % 16, k0 / blk, kc / blk);
                 src = gguf.data();
             }
             ks.dequantize(W.quant, src, &wide[size_t(r * kc)], kc);

@@ -72,10 +72,10 @@ PackedMatrix PackedWeights::add_quantized(const uint8_t* rows, QuantType q, int6
     uint8_t* dst = reinterpret_cast<uint8_t*>(data_.get() + used_);
     used_ += padded;
     const int64_t nb = K / quant_block(q);
-    if (q4_k_rows16(q, N)) {
+    if (tiled(q, N)) {
 #pragma omp parallel for schedule(static) if (N * K >= kParallelWork)
         for (int64_t g = 0; g < N / 16; ++g)
-            interleave_q4_k(dst + size_t(g * nb) * kQ4x16Tile, rows + size_t(16 * g) * quant_row_bytes(q, K), nb);
+            interleave(q, dst + size_t(g * nb) * tile_bytes(q), rows + size_t(16 * g) * quant_row_bytes(q, K), nb);
     } else {
         std::memcpy(dst, rows, n);
     }
@@ -93,7 +93,7 @@ PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, Qu
         return PackedMatrix{dst, t, N, K};
     }
     const size_t row = quant_row_bytes(q, K), es = dtype_size(t);
-    const bool rows16 = q4_k_rows16(q, N);
+    const bool rows16 = tiled(q, N);
     const int64_t per = rows16 ? 16 : 1, nb = K / quant_block(q);  // rows per unit of work
 #pragma omp parallel if (N * K >= kParallelWork)
     {
@@ -106,7 +106,7 @@ PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, Qu
                 convert_to_f32(x.data(), static_cast<const uint8_t*>(W) + size_t(r * K) * es, t, K);
                 quantize_row(q, x.data(), rows16 ? blocks.data() + size_t(i) * row : dst + size_t(r) * row, K);
             }
-            if (rows16) interleave_q4_k(dst + size_t(u * nb) * kQ4x16Tile, blocks.data(), nb);
+            if (rows16) interleave(q, dst + size_t(u * nb) * tile_bytes(q), blocks.data(), nb);
         }
     }
     return PackedMatrix{dst, t, N, K, q};

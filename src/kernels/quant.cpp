@@ -42,17 +42,25 @@ size_t quant_block_bytes(QuantType t) {
 
 size_t quant_row_bytes(QuantType t, int64_t K) { return size_t(K / quant_block(t)) * quant_block_bytes(t); }
 
-bool q4_k_rows16(QuantType t, int64_t N) { return t == QuantType::q4_k && N % 16 == 0; }
+bool tiled(QuantType t, int64_t N) { return (t == QuantType::q8_0 || t == QuantType::q4_k) && N % 16 == 0; }
+
+size_t tile_bytes(QuantType t) { return t == QuantType::q8_0 ? kQ8x16Tile : kQ4x16Tile; }
 
 size_t quant_matrix_bytes(QuantType t, int64_t N, int64_t K) {
-    return q4_k_rows16(t, N) ? size_t(N / 16) * size_t(K / 256) * kQ4x16Tile : size_t(N) * quant_row_bytes(t, K);
+    return tiled(t, N) ? size_t(N / 16) * size_t(K / quant_block(t)) * tile_bytes(t) : size_t(N) * quant_row_bytes(t, K);
 }
 
-void interleave_q4_k(uint8_t* tiles, const uint8_t* rows, int64_t nb) {
-    const size_t row = size_t(nb) * 144;
-    for (int64_t b = 0; b < nb; ++b, tiles += kQ4x16Tile)
+void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb) {
+    const size_t bb = quant_block_bytes(t), row = size_t(nb) * bb;
+    for (int64_t b = 0; b < nb; ++b, tiles += tile_bytes(t))
         for (int r = 0; r < 16; ++r) {
-            const uint8_t* blk = rows + r * row + size_t(b) * 144;
+            const uint8_t* blk = rows + r * row + size_t(b) * bb;
+            if (t == QuantType::q8_0) {
+                std::memcpy(tiles + 2 * r, blk, 2);
+                for (int k = 0; k < 8; ++k)
+                    for (int i = 0; i < 4; ++i) tiles[32 + 64 * k + 4 * r + i] = uint8_t(blk[2 + 4 * k + i] ^ 0x80);
+                continue;
+            }
             std::memcpy(tiles + 2 * r, blk, 2);
             std::memcpy(tiles + 32 + 2 * r, blk + 2, 2);
             const uint8_t* s = blk + 4;
@@ -65,10 +73,15 @@ void interleave_q4_k(uint8_t* tiles, const uint8_t* rows, int64_t nb) {
         }
 }
 
-void deinterleave_q4_k(uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n) {
-    tiles += size_t(b0) * kQ4x16Tile;
-    for (int64_t b = 0; b < n; ++b, tiles += kQ4x16Tile, dst += 144) {
+void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n) {
+    tiles += size_t(b0) * tile_bytes(t);
+    for (int64_t b = 0; b < n; ++b, tiles += tile_bytes(t), dst += quant_block_bytes(t)) {
         std::memcpy(dst, tiles + 2 * r, 2);
+        if (t == QuantType::q8_0) {
+            for (int k = 0; k < 8; ++k)
+                for (int i = 0; i < 4; ++i) dst[2 + 4 * k + i] = uint8_t(tiles[32 + 64 * k + 4 * r + i] ^ 0x80);
+            continue;
+        }
         std::memcpy(dst + 2, tiles + 32 + 2 * r, 2);
         uint8_t* s = dst + 4;
         for (int j = 0; j < 8; ++j) {

@@ -31,7 +31,7 @@ struct OutTensor {
 std::vector<OutTensor> tensors_of(const Model& m) {
     std::vector<OutTensor> t;
     auto add = [&](const std::string& name, const Weight& w, const TensorView& src) {
-        if (w.packed.quant != QuantType::none) {  // the blocks in GGUF's layout (rows, not q4_k's tiles)
+        if (w.packed.quant != QuantType::none) {  // the blocks in GGUF's layout (rows, not the tiles of memory)
             const int64_t row = int64_t(quant_row_bytes(w.packed.quant, w.cols));
             t.push_back({name, DType::U8, {w.rows, row}, w.packed.data, size_t(w.rows * row), w.packed.quant});
         } else {
@@ -99,15 +99,15 @@ void save_quantized(const Model& model, const fs::path& out) {
         write_all(f, h.data(), h.size(), tmp);
         std::vector<uint8_t> row;
         for (const OutTensor& t : tensors) {
-            if (!q4_k_rows16(t.quant, t.shape[0])) {
+            if (!tiled(t.quant, t.shape[0])) {
                 write_all(f, t.data, t.nbytes, tmp);
                 continue;
             }
-            const int64_t nb = t.shape[1] / 144;  // q4_k's tiles back to rows
+            const int64_t nb = t.shape[1] / int64_t(quant_block_bytes(t.quant));  // the tiles back to rows
             row.resize(size_t(t.shape[1]));
             for (int64_t r = 0; r < t.shape[0]; ++r) {
-                deinterleave_q4_k(row.data(), static_cast<const uint8_t*>(t.data) + size_t(r / 16 * nb) * kQ4x16Tile,
-                                  r % 16, 0, nb);
+                deinterleave(t.quant, row.data(), static_cast<const uint8_t*>(t.data) + size_t(r / 16 * nb) * tile_bytes(t.quant),
+                             r % 16, 0, nb);
                 write_all(f, row.data(), row.size(), tmp);
             }
         }

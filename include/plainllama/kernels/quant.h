@@ -38,25 +38,29 @@ void quantize_row(QuantType t, const float* x, void* dst, int64_t K);
 // y [K] = the values a quantized row stands for (exact in f32 arithmetic: d * sc is rounded once).
 void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
 
-// In memory (not in files), a q4_k matrix whose rows come in whole groups of 16 has each group's blocks interleaved,
-// so that decode computes 16 rows in the lanes of one vector: tile (g, b) = block b of rows 16g .. 16g+15, tiles of
-// group g in order of b, kQ4x16Tile bytes each:
-//   d[16], dmin[16] (fp16)   sc[8][16], m[8][16] (the 6-bit scales and mins, one byte each, [sub-block][row])
-//   qs[4][8][16][4]          [64-weight group gr][chunk c][row r][i]: byte i of row r's 4 bytes qs[32 gr + 4 c ..]
-constexpr size_t kQ4x16Tile = 64 + 256 + 2048;
-bool q4_k_rows16(QuantType t, int64_t N);  // the matrix is stored so: q4_k and N a multiple of 16
-// Bytes of a quantized [N, K] matrix in memory (row-major blocks, or q4_k's tiles).
+// In memory (not in files), a quantized matrix whose rows come in whole groups of 16 (tiled(t, N)) has each group's
+// blocks interleaved, so that decode computes 16 rows in the lanes of one vector, each row's sums in its own lane:
+// tile (g, b) = block b of rows 16g .. 16g+15, at (g * blocks per row + b) * tile_bytes(t). In a tile, 4 bytes of
+// each of the 16 rows follow one another ([chunk][row][4]: one 64-byte vector per chunk):
+//   q8_0 (544 bytes)   d[16] (fp16); qs[8][16][4]: q + 128 (u8) of weights 4c .. 4c+3
+//   q4_k (2368 bytes)  d[16], dmin[16] (fp16); sc[8][16], m[8][16] (the 6-bit scales and mins, a byte each,
+//                      [sub-block][row]); qs[4][8][16][4]: row r's qs[32 gr + 4 c ..] for 64-weight group gr
+constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048;
+bool tiled(QuantType t, int64_t N);  // q8_0 or q4_k, N a multiple of 16
+size_t tile_bytes(QuantType t);      // of a tiled format
+// Bytes of a quantized [N, K] matrix in memory (rows of blocks, or tiles).
 size_t quant_matrix_bytes(QuantType t, int64_t N, int64_t K);
-// 16 q4_k rows of nb blocks each (GGUF layout, rows after one another) as nb tiles.
-void interleave_q4_k(uint8_t* tiles, const uint8_t* rows, int64_t nb);
-// Blocks b0 .. b0+n-1 of row r (0 .. 15) of a group's tiles back in GGUF layout (n * 144 bytes).
-void deinterleave_q4_k(uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n);
+// 16 rows of nb blocks each (GGUF layout, rows after one another) as nb tiles.
+void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb);
+// Blocks b0 .. b0+n-1 of row r (0 .. 15) of a group's tiles back in GGUF layout.
+void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n);
 
 // 8-bit activations for the integer dot products: 32 (for q8_0 weights) or 256 values (q4_k, q6_k) with one f32
 // scale, and for the 256-value blocks the sums of each 16 quants (for the mins and q6_k's offset).
 struct BlockQ8x32 {
     float d;
     int8_t qs[32];
+    int32_t sum;  // of qs (for q8_0's tiles, which hold q + 128)
 };
 struct BlockQ8x256 {
     float d;
