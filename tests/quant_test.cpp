@@ -181,8 +181,9 @@ struct QuantMatrix {
 TEST(QuantFormat, TilesHoldTheRows) {
     std::mt19937 rng(7);
     EXPECT_FALSE(tiled(QuantType::q4_k, 45));
-    EXPECT_FALSE(tiled(QuantType::q6_k, 48));
-    for (QuantType t : {QuantType::q8_0, QuantType::q4_k}) {
+    EXPECT_FALSE(tiled(QuantType::q6_k, 40));
+    EXPECT_FALSE(tiled(QuantType::none, 48));
+    for (QuantType t : kTypes) {
         const int64_t N = 48, K = 768, nb = K / quant_block(t), bb = int64_t(quant_block_bytes(t));
         QuantMatrix q(t, N, K, rng);
         ASSERT_TRUE(tiled(t, N));

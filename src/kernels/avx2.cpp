@@ -240,6 +240,7 @@ constexpr Kernels kTable = {
     .matvec_q6_k = matvec_q6_k,
     .matvec_q8_0_x16 = matvec_q8_0_x16,
     .matvec_q4_k_x16 = matvec_q4_k_x16,
+    .matvec_q6_k_x16 = matvec_q6_k_x16,
     .sum_stream = sum_stream,
 };
 

@@ -451,6 +451,65 @@ __attribute__((target("avx512vnni"))) void matvec_q4_k_x16_vnni(float* out, cons
     matvec_q4_k_x16_body<Dot4Vnni>(out, W, K, x, g0, g1);
 }
 
+// q6_k tiles: per half of 128 weights and chunk c (weights l = 4c .. 4c+3 of each quarter), the four quarters' 6-bit
+// values from ql chunks c and 8 + c and qh chunk c, each summed against x (values 0 .. 63: Dot4 never saturates,
+// 2 x 63 x 127), per sub-block (quarter k, l < 16 or not: sub-block 8h + 2k + (c >= 4)); then per sub-block
+// (sum - 32 sum(x)) times its scale.
+template <class Dot4>
+inline void matvec_q6_k_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0,
+                                 int64_t g1) {
+    const int64_t nb = K / 256;
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    for (int64_t g = g0; g < g1; ++g) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* T = W + size_t(g * nb + b) * kQ6x16Tile;
+            _mm_prefetch(reinterpret_cast<const char*>(T + 2 * kQ6x16Tile), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(T + 2 * kQ6x16Tile + 1680), _MM_HINT_T0);
+            const int8_t* xq = x[b].qs;
+            __m512i isum = _mm512_setzero_si512();
+            for (int h = 0; h < 2; ++h) {
+                __m512i s[8];  // sub-block 8h + i
+                for (int i = 0; i < 8; ++i) s[i] = _mm512_setzero_si512();
+                for (int c = 0; c < 8; ++c) {
+                    const __m512i A = _mm512_loadu_si512(T + 288 + 64 * (16 * h + c));
+                    const __m512i B = _mm512_loadu_si512(T + 288 + 64 * (16 * h + 8 + c));
+                    const __m512i H = _mm512_loadu_si512(T + 2336 + 64 * (8 * h + c));
+                    const __m512i q[4] = {
+                        _mm512_or_si512(_mm512_and_si512(A, low4), _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45)),
+                        _mm512_or_si512(_mm512_and_si512(B, low4), _mm512_and_si512(_mm512_slli_epi16(H, 2), bits45)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 4), low4), _mm512_and_si512(H, bits45)),
+                        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(B, 4), low4),
+                                        _mm512_and_si512(_mm512_srli_epi16(H, 2), bits45))};
+                    for (int k = 0; k < 4; ++k) {
+                        int32_t xk;
+                        __builtin_memcpy(&xk, xq + 128 * h + 32 * k + 4 * c, 4);
+                        s[2 * k + (c >= 4)] = Dot4::f(s[2 * k + (c >= 4)], q[k], _mm512_set1_epi32(xk));
+                    }
+                }
+                for (int i = 0; i < 8; ++i) {
+                    const int j = 8 * h + i;
+                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 32 + 16 * j)));
+                    const __m512i centred = _mm512_sub_epi32(s[i], _mm512_set1_epi32(32 * x[b].bsums[j]));
+                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(centred, sc));
+                }
+            }
+            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T))),
+                                           _mm512_set1_ps(x[b].d));
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+        }
+        _mm512_storeu_ps(out + 16 * g, acc);
+    }
+}
+
+void matvec_q6_k_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) {
+    matvec_q6_k_x16_body<Dot4Plain>(out, W, K, x, g0, g1);
+}
+__attribute__((target("avx512vnni"))) void matvec_q6_k_x16_vnni(float* out, const uint8_t* W, int64_t K,
+                                                                const BlockQ8x256* x, int64_t g0, int64_t g1) {
+    matvec_q6_k_x16_body<Dot4Vnni>(out, W, K, x, g0, g1);
+}
+
 void matvec_q6_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) {
     const int64_t nb = K / 256, row = nb * 210;
     const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3);
@@ -551,6 +610,7 @@ constexpr Kernels kTable = {
     .matvec_q6_k = matvec_q6_k_v,
     .matvec_q8_0_x16 = matvec_q8_0_x16_v,
     .matvec_q4_k_x16 = matvec_q4_k_x16_v,
+    .matvec_q6_k_x16 = matvec_q6_k_x16_v,
     .sum_stream = sum_stream,
 };
 
@@ -560,7 +620,8 @@ constexpr Kernels with_bf16_dot(Kernels k) {
     for (int i = 0; i <= kMRMax; ++i) k.tile_bf16_dot[i] = dot[i];
     k.round_bf16_pairs = round_bf16_pairs;
     k.matvec_q8_0_x16 = matvec_q8_0_x16_vnni;
-    k.matvec_q4_k_x16 = matvec_q4_k_x16_vnni;  // every CPU with AVX512_BF16 has AVX512_VNNI (checked at dispatch)
+    k.matvec_q4_k_x16 = matvec_q4_k_x16_vnni;
+    k.matvec_q6_k_x16 = matvec_q6_k_x16_vnni;  // every CPU with AVX512_BF16 has AVX512_VNNI (checked at dispatch)
     return k;
 }
 

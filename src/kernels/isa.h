@@ -116,6 +116,7 @@ struct Kernels {
     // Tiles of 16 interleaved rows (quant.h): rows 16 g0 .. 16 g1 - 1.
     void (*matvec_q8_0_x16)(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t g0, int64_t g1) = {};
     void (*matvec_q4_k_x16)(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) = {};
+    void (*matvec_q6_k_x16)(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) = {};
 
     // sum(p[0 .. n)) with independent accumulators, for the bandwidth test: p 64-byte aligned, n a multiple of 64.
     float (*sum_stream)(const float* p, int64_t n) = {};

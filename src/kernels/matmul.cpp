@@ -106,7 +106,10 @@ void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const Qu
             if (tiled(W.quant, W.N))
                 return ks.matvec_q4_k_x16(out, data, W.K, xq.q256 + t * (W.K / 256), r0 / 16, r1 / 16);
             return ks.matvec_q4_k(out, data, W.K, xq.q256 + t * (W.K / 256), r0, r1);
-        case QuantType::q6_k: return ks.matvec_q6_k(out, data, W.K, xq.q256 + t * (W.K / 256), r0, r1);
+        case QuantType::q6_k:
+            if (tiled(W.quant, W.N))
+                return ks.matvec_q6_k_x16(out, data, W.K, xq.q256 + t * (W.K / 256), r0 / 16, r1 / 16);
+            return ks.matvec_q6_k(out, data, W.K, xq.q256 + t * (W.K / 256), r0, r1);
         case QuantType::none: return;
     }
 }

@@ -42,9 +42,11 @@ size_t quant_block_bytes(QuantType t) {
 
 size_t quant_row_bytes(QuantType t, int64_t K) { return size_t(K / quant_block(t)) * quant_block_bytes(t); }
 
-bool tiled(QuantType t, int64_t N) { return (t == QuantType::q8_0 || t == QuantType::q4_k) && N % 16 == 0; }
+bool tiled(QuantType t, int64_t N) { return t != QuantType::none && N % 16 == 0; }
 
-size_t tile_bytes(QuantType t) { return t == QuantType::q8_0 ? kQ8x16Tile : kQ4x16Tile; }
+size_t tile_bytes(QuantType t) {
+    return t == QuantType::q8_0 ? kQ8x16Tile : t == QuantType::q4_k ? kQ4x16Tile : kQ6x16Tile;
+}
 
 size_t quant_matrix_bytes(QuantType t, int64_t N, int64_t K) {
     return tiled(t, N) ? size_t(N / 16) * size_t(K / quant_block(t)) * tile_bytes(t) : size_t(N) * quant_row_bytes(t, K);
@@ -59,6 +61,13 @@ void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb) {
                 std::memcpy(tiles + 2 * r, blk, 2);
                 for (int k = 0; k < 8; ++k)
                     for (int i = 0; i < 4; ++i) tiles[32 + 64 * k + 4 * r + i] = uint8_t(blk[2 + 4 * k + i] ^ 0x80);
+                continue;
+            }
+            if (t == QuantType::q6_k) {
+                std::memcpy(tiles + 2 * r, blk + 208, 2);
+                for (int j = 0; j < 16; ++j) tiles[32 + 16 * j + r] = blk[192 + j];
+                for (int k = 0; k < 32; ++k) std::memcpy(tiles + 288 + 64 * k + 4 * r, blk + 4 * k, 4);         // ql
+                for (int k = 0; k < 16; ++k) std::memcpy(tiles + 2336 + 64 * k + 4 * r, blk + 128 + 4 * k, 4);  // qh
                 continue;
             }
             std::memcpy(tiles + 2 * r, blk, 2);
@@ -76,6 +85,13 @@ void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb) {
 void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n) {
     tiles += size_t(b0) * tile_bytes(t);
     for (int64_t b = 0; b < n; ++b, tiles += tile_bytes(t), dst += quant_block_bytes(t)) {
+        if (t == QuantType::q6_k) {
+            std::memcpy(dst + 208, tiles + 2 * r, 2);
+            for (int j = 0; j < 16; ++j) dst[192 + j] = tiles[32 + 16 * j + r];
+            for (int k = 0; k < 32; ++k) std::memcpy(dst + 4 * k, tiles + 288 + 64 * k + 4 * r, 4);
+            for (int k = 0; k < 16; ++k) std::memcpy(dst + 128 + 4 * k, tiles + 2336 + 64 * k + 4 * r, 4);
+            continue;
+        }
         std::memcpy(dst, tiles + 2 * r, 2);
         if (t == QuantType::q8_0) {
             for (int k = 0; k < 8; ++k)

@@ -45,8 +45,10 @@ void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
 //   q8_0 (544 bytes)   d[16] (fp16); qs[8][16][4]: q + 128 (u8) of weights 4c .. 4c+3
 //   q4_k (2368 bytes)  d[16], dmin[16] (fp16); sc[8][16], m[8][16] (the 6-bit scales and mins, a byte each,
 //                      [sub-block][row]); qs[4][8][16][4]: row r's qs[32 gr + 4 c ..] for 64-weight group gr
-constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048;
-bool tiled(QuantType t, int64_t N);  // q8_0 or q4_k, N a multiple of 16
+//   q6_k (3360 bytes)  d[16] (fp16); sc[16][16] ([sub-block][row]); ql[2][16][16][4]: row r's ql[64 h + 4 c ..] for
+//                      half h; qh[2][8][16][4]: row r's qh[32 h + 4 c ..]
+constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048, kQ6x16Tile = 32 + 256 + 2048 + 1024;
+bool tiled(QuantType t, int64_t N);  // any format, N a multiple of 16
 size_t tile_bytes(QuantType t);      // of a tiled format
 // Bytes of a quantized [N, K] matrix in memory (rows of blocks, or tiles).
 size_t quant_matrix_bytes(QuantType t, int64_t N, int64_t K);
