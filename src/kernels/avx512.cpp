@@ -352,20 +352,23 @@ void matvec_q4_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x
 // products of a sub-block accumulate per row in the lanes (u8 x s8 in groups of 4 into s32: Dot4), then times the
 // rows' scales; no reduction across lanes. Dot4 is vpdpbusd with VNNI, vpmaddubsw + vpmaddwd without.
 struct Dot4Plain {
-    static __m512i f(__m512i acc, __m512i u, __m512i s) {
+    __attribute__((always_inline)) static __m512i f(__m512i acc, __m512i u, __m512i s) {
         return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
     }
 };
+// vpdpbusd written as an instruction rather than the intrinsic, so that it inlines into kernels compiled for plain
+// x86-64-v4 (only the avx512_bf16 table, on CPUs with AVX512_VNNI, points at the kernels that use it).
 struct Dot4Vnni {
-    __attribute__((target("avx512vnni"))) static __m512i f(__m512i acc, __m512i u, __m512i s) {
-        return _mm512_dpbusd_epi32(acc, u, s);
+    __attribute__((always_inline)) static __m512i f(__m512i acc, __m512i u, __m512i s) {
+        asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
+        return acc;
     }
 };
 
 // q8_0 tiles hold q + 128 (u8): with VNNI, vpdpbusd's sum of (q + 128) x less 128 sum(x); without, q recovered
 // (^ 0x80) and |x| . (q with x's sign) by vpmaddubsw, which cannot saturate then (2 x 127 x 127).
 template <bool kVnni>
-inline void matvec_q8_0_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t g0, int64_t g1) {
+__attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t g0, int64_t g1) {
     const int64_t nb = K / 32;
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc = _mm512_setzero_ps();
@@ -398,13 +401,13 @@ inline void matvec_q8_0_x16_body(float* out, const uint8_t* W, int64_t K, const 
 void matvec_q8_0_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t g0, int64_t g1) {
     matvec_q8_0_x16_body<false>(out, W, K, x, g0, g1);
 }
-__attribute__((target("avx512vnni"))) void matvec_q8_0_x16_vnni(float* out, const uint8_t* W, int64_t K,
+void matvec_q8_0_x16_vnni(float* out, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x32* x, int64_t g0, int64_t g1) {
     matvec_q8_0_x16_body<true>(out, W, K, x, g0, g1);
 }
 
 template <class Dot4>
-inline void matvec_q4_k_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0,
+__attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0,
                                  int64_t g1) {
     const int64_t nb = K / 256;
     const __m512i nib = _mm512_set1_epi8(0x0F);
@@ -446,7 +449,7 @@ inline void matvec_q4_k_x16_body(float* out, const uint8_t* W, int64_t K, const 
 void matvec_q4_k_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) {
     matvec_q4_k_x16_body<Dot4Plain>(out, W, K, x, g0, g1);
 }
-__attribute__((target("avx512vnni"))) void matvec_q4_k_x16_vnni(float* out, const uint8_t* W, int64_t K,
+void matvec_q4_k_x16_vnni(float* out, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t g0, int64_t g1) {
     matvec_q4_k_x16_body<Dot4Vnni>(out, W, K, x, g0, g1);
 }
@@ -456,7 +459,7 @@ __attribute__((target("avx512vnni"))) void matvec_q4_k_x16_vnni(float* out, cons
 // 2 x 63 x 127), per sub-block (quarter k, l < 16 or not: sub-block 8h + 2k + (c >= 4)); then per sub-block
 // (sum - 32 sum(x)) times its scale.
 template <class Dot4>
-inline void matvec_q6_k_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0,
+__attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0,
                                  int64_t g1) {
     const int64_t nb = K / 256;
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
@@ -505,7 +508,7 @@ inline void matvec_q6_k_x16_body(float* out, const uint8_t* W, int64_t K, const 
 void matvec_q6_k_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) {
     matvec_q6_k_x16_body<Dot4Plain>(out, W, K, x, g0, g1);
 }
-__attribute__((target("avx512vnni"))) void matvec_q6_k_x16_vnni(float* out, const uint8_t* W, int64_t K,
+void matvec_q6_k_x16_vnni(float* out, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t g0, int64_t g1) {
     matvec_q6_k_x16_body<Dot4Vnni>(out, W, K, x, g0, g1);
 }
