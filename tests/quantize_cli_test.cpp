@@ -72,6 +72,17 @@ TEST(Quantize, Errors) {
     auto r = run_binary({"quantize", "-m", src, "-o", out.string(), "--quant", "q8_0"});
     EXPECT_EQ(r.status, 1);
     EXPECT_TRUE(HasSubstr(r.err, "model.safetensors: exists"));
+    // a folder holding other weights (a load would read the index, not the new file)
+    test::TempDir stale;
+    test::write_file(stale / "model.safetensors.index.json", "{}");
+    r = run_binary({"quantize", "-m", src, "-o", stale.path().string(), "--quant", "q8_0"});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(HasSubstr(r.err, "model.safetensors.index.json: exists")) << r.err;
+    // --kl-divergence needs the unquantized weights, which a saved folder no longer has
+    r = run_binary({"perplexity", "-m", out.string(), "-f", kVal, "-c", "256", "--chunks", "2", "--quant", "q8_0",
+                    "--kl-divergence"});
+    EXPECT_EQ(r.status, 2);
+    EXPECT_TRUE(HasSubstr(r.err, "is a saved quantized folder (q8_0)")) << r.err;
     // none is not a format to save
     r = run_binary({"quantize", "-m", src, "-o", (tmp / "n").string(), "--quant", "none"});
     EXPECT_EQ(r.status, 2);
@@ -98,6 +109,24 @@ TEST(Quantize, Errors) {
         EXPECT_EQ(r.status, 1) << c.message;
         EXPECT_TRUE(HasSubstr(r.err, c.message)) << r.err;
     }
+    // a q8_0 quant of -128, which the format's quantizer never writes (and which the sign trick of some kernels
+    // would misread): refused at load, naming the tensor and block
+    const size_t data_start = 8 + [&] {
+        uint64_t n = 0;
+        for (int i = 7; i >= 0; --i) n = n << 8 | uint8_t(file[size_t(i)]);
+        return size_t(n);
+    }();
+    const auto header = nlohmann::json::parse(file.substr(8, data_start - 8));
+    const size_t begin = header["model.layers.1.mlp.down_proj.weight"]["data_offsets"][0].get<size_t>();
+    test::TempDir neg;
+    test::copy_model(out, neg.path());
+    std::string edited = file;
+    edited[data_start + begin + 34 * 3 + 2 + 5] = char(0x80);  // block 3, quant 5
+    test::write_file(neg / "model.safetensors", edited);
+    r = run_binary({"generate", "-m", neg.path().string(), "-p", "Once", "-n", "2"});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(HasSubstr(r.err, "tensor 'model.layers.1.mlp.down_proj.weight': q8_0 block 3 holds the quant -128"))
+        << r.err;
 }
 
 }  // namespace

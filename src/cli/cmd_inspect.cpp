@@ -95,7 +95,8 @@ Run add_inspect(CLI::App& app) {
             scheme = parse_scheme(s->second, o->model + ": __metadata__ " + kQuantSchemeKey);
         // the format a matrix is used in, and its bytes then
         auto loaded = [&](const Weight& w, QuantType q, const TensorView& t) -> std::pair<std::string, size_t> {
-            if (w.quant != QuantType::none) return {quant_name(w.quant), t.nbytes};  // stored quantized
+            if (w.quant != QuantType::none)  // stored quantized: as laid out in memory
+                return {quant_name(w.quant), matrix_bytes(DType::U8, w.quant, w.rows, w.cols)};
             if (q == QuantType::none) return {dtype_name(t.dtype), t.nbytes};
             return {quant_name(q), matrix_bytes(t.dtype, q, w.rows, w.cols)};
         };

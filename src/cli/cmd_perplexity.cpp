@@ -58,7 +58,13 @@ Run add_perplexity(CLI::App& app) {
             throw UsageError("--kl-divergence compares a quantized model with the unquantized one: give --quant (not with --stride)");
         Loaded l = load(o->m);
         std::unique_ptr<Model> reference;  // --kl-divergence: the same folder unquantized
-        if (o->kld) reference = std::make_unique<Model>(o->m.model);
+        if (o->kld) {
+            reference = std::make_unique<Model>(o->m.model);
+            if (reference->quant() != QuantScheme::none)
+                throw UsageError("--kl-divergence: " + o->m.model + " is a saved quantized folder (" +
+                                 scheme_name(reference->quant()) +
+                                 "); give the original folder with --quant to compare against its unquantized weights");
+        }
         const LlamaConfig& c = l.model->config();
         if (o->ctx > c.max_position_embeddings)
             throw UsageError("--ctx " + std::to_string(o->ctx) + " is larger than the model's context (" +

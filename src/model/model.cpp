@@ -56,6 +56,7 @@ void Model::pack_weights(const Progress& progress) {
         Weight* w;
         QuantType q;
         bool stored;
+        std::string name;  // the tensor's
     };
     std::vector<Job> matrices;
     bytes_per_token_ = 0;
@@ -63,14 +64,14 @@ void Model::pack_weights(const Progress& progress) {
         Weight& w = weight_of(weights_, s);
         if (s.matrix)
             matrices.push_back({&w, w.quant != QuantType::none ? w.quant : quant_for(quant_, s, config_),
-                                w.quant != QuantType::none});
+                                w.quant != QuantType::none, s.name});
         else if (s.layer >= 0 || s.model_field == &ModelWeights::norm)
             bytes_per_token_ += size_t(w.rows * w.cols) * dtype_size(w.dtype);  // norms
     }
     if (config_.tie_word_embeddings && weights_.lm_head.quant != QuantType::none)
-        matrices.push_back({&weights_.lm_head, weights_.lm_head.quant, true});
+        matrices.push_back({&weights_.lm_head, weights_.lm_head.quant, true, "lm_head.weight"});
     else if (config_.tie_word_embeddings)  // packs the embedding's tensor
-        matrices.push_back({&weights_.lm_head, quant_for_tied_lm_head(quant_, config_), false});
+        matrices.push_back({&weights_.lm_head, quant_for_tied_lm_head(quant_, config_), false, "model.embed_tokens.weight"});
 
     // bytes of the source tensor
     auto bytes = [](const Job& j) {
@@ -92,6 +93,15 @@ void Model::pack_weights(const Progress& progress) {
     }
     for (const Job& j : matrices) {
         Weight& w = *j.w;
+        if (j.stored && j.q == QuantType::q8_0) {  // the kernels take quants in [-127, 127], as the format's quantizer
+            const auto* p = static_cast<const uint8_t*>(w.data);  // writes them (a -128 would be misread by some)
+            for (size_t b = 0; b < bytes(j); b += 34)
+                for (size_t i = 2; i < 34; ++i)
+                    if (p[b + i] == 0x80)
+                        throw Error(checkpoint_->find(j.name)->file + ": tensor '" + j.name + "': q8_0 block " +
+                                    std::to_string(b / 34) +
+                                    " holds the quant -128 (expected -127 .. 127, as q8_0's quantizer writes)");
+        }
         w.packed = j.stored ? packed_->add_quantized(static_cast<const uint8_t*>(w.data), j.q, w.rows, w.cols)
                             : packed_->add(w.data, w.dtype, w.rows, w.cols, j.q);
         checkpoint_->release(w.data, bytes(j));

@@ -1,6 +1,8 @@
 #include "plainllama/model/save_quantized.h"
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -73,9 +75,15 @@ void save_quantized(const Model& model, const fs::path& out) {
     std::error_code ec;
     fs::create_directories(out, ec);
     if (ec) throw Error(out.string() + ": cannot create the folder: " + ec.message());
-    const fs::path target = out / "model.safetensors", tmp = out / ".model.safetensors.partial";
-    if (fs::exists(target)) throw Error(target.string() + ": exists; give an empty or new folder with -o");
+    const fs::path target = out / "model.safetensors";
+    const fs::path tmp = out / (".model.safetensors." + std::to_string(::getpid()) + ".partial");
     if (fs::equivalent(out, model.dir(), ec)) throw Error(out.string() + ": is the model's own folder");
+    for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {  // weights a load would read
+        const std::string name = e.path().filename().string();
+        if (name == "model.safetensors.index.json" || (name.size() > 12 && name.substr(name.size() - 12) == ".safetensors"))
+            throw Error((out / name).string() + ": exists; give an empty or new folder with -o");
+    }
+    if (ec) throw Error(out.string() + ": cannot list the folder: " + ec.message());
 
     const std::vector<OutTensor> tensors = tensors_of(model);
     nlohmann::ordered_json header;
@@ -111,7 +119,8 @@ void save_quantized(const Model& model, const fs::path& out) {
                 write_all(f, row.data(), row.size(), tmp);
             }
         }
-        if (std::fflush(f) != 0) throw Error(tmp.string() + ": write failed: " + std::strerror(errno));
+        if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
+            throw Error(tmp.string() + ": write failed: " + std::strerror(errno));
     } catch (...) {
         std::fclose(f);
         fs::remove(tmp, ec);
