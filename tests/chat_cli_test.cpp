@@ -50,7 +50,8 @@ TEST(ChatCli, MultiTurnAndReset) {
 }
 
 // -c 64: the second long turn drops the first (said on stderr); the kept conversation is the second turn alone,
-// so its reply is a fresh session's. A turn too long even alone is refused; the session goes on.
+// so its reply is a fresh session's. A turn too long even alone is refused; the session goes on, and piped input
+// then exits 1 when it is done.
 TEST(ChatCli, ContextOverflow) {
     const std::string u1 = "Once upon a time there was a little girl named Lily who loved to play in the park";
     const std::string u2 = "One day a big dog came to the park and wanted to play with the ball";
@@ -58,7 +59,7 @@ TEST(ChatCli, ContextOverflow) {
     for (int i = 0; i < 10; ++i) huge += u1 + " ";
     const auto a = chat(u1 + "\n" + u2 + "\n" + huge + "\n" + "Lily smiled\n", {"-c", "64", "-n", "16"});
     const auto b1 = chat(u1 + "\n", {"-c", "64", "-n", "16"}), b2 = chat(u2 + "\n", {"-c", "64", "-n", "16"});
-    ASSERT_EQ(a.status, 0) << a.err;
+    ASSERT_EQ(a.status, 1) << a.err;
     EXPECT_TRUE(has(a.err, "[the context of 64 tokens is full: dropped the oldest 1 turn")) << a.err;
     EXPECT_TRUE(has(a.err, "it was not sent")) << a.err;
     ASSERT_EQ(a.out.rfind(b1.out + b2.out, 0), 0u) << a.out;
@@ -71,9 +72,10 @@ TEST(ChatCli, EofCommandsAndBadInput) {
     auto r = chat("");
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, "");
-    // The last line without "\n" is still a turn; unknown commands and bad arguments are one line each.
+    // The last line without "\n" is still a turn; unknown commands and bad arguments are one line each, and make
+    // piped input exit 1 once it is done.
     r = chat("/bogus\n/save\n/load /nonexistent/x.json\n\n   \n\xff\xfe\nOnce upon a time", {"--quiet"});
-    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.status, 1) << r.err;
     EXPECT_EQ(r.out, chat("Once upon a time\n", {"--quiet"}).out);
     EXPECT_EQ(r.err,
               "unknown command /bogus (/help lists the commands)\n"
@@ -132,8 +134,31 @@ TEST(ChatCli, SaveAndLoadRoundTrip) {
 
     test::write_file(tmp / "bad.json", R"({"messages": [{"role": "assistant", "content": "x"}]})");
     const auto d = chat("/load " + (tmp / "bad.json").string() + "\n", {"--quiet"});
-    EXPECT_EQ(d.status, 0);
+    EXPECT_EQ(d.status, 1);
     EXPECT_TRUE(has(d.err, "bad.json: message 1: role is \"assistant\", expected \"user\"")) << d.err;
+}
+
+// /save writes through a temporary file renamed into place: a failed write (a full device) is an error naming the
+// file and its reason, never "saved"; a good one leaves the transcript and no temporary file beside it.
+TEST(ChatCli, SaveFailsLoudlyAndWritesWhole) {
+    test::TempDir tmp;
+    const std::string f = (tmp / "t.json").string();
+    test::write_file(f, "old transcript");
+    const auto full = chat("Once upon a time\n/save /dev/full\n");
+    EXPECT_EQ(full.status, 1);
+    EXPECT_TRUE(has(full.err, "/dev/full: cannot be written: No space left on device")) << full.err;
+    EXPECT_FALSE(has(full.err, "saved")) << full.err;
+    const auto good = chat("Once upon a time\n/save " + f + "\n");
+    ASSERT_EQ(good.status, 0) << good.err;
+    EXPECT_TRUE(has(good.err, "saved 2 messages")) << good.err;
+    EXPECT_EQ(nlohmann::json::parse(test::read_file(f))["messages"].size(), 2u);
+    int files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path())) files += e.is_regular_file();
+    EXPECT_EQ(files, 1);  // no temporary file left
+    // a folder that does not exist: an error, and the old file elsewhere untouched
+    const auto missing = chat("Once upon a time\n/save " + (tmp / "no" / "t.json").string() + "\n");
+    EXPECT_EQ(missing.status, 1);
+    EXPECT_TRUE(has(missing.err, "cannot be written")) << missing.err;
 }
 
 // A chat template on a model without one: llama2's <s> and </s> are stories260K's BOS and EOS.
@@ -188,7 +213,7 @@ TEST(ChatCliHostile, HugeAndBinaryLines) {
                                   "The dog\n");
     const auto r = run_binary({"chat", "-m", test::model_dir().string(), "--temp", "0", "-t", "1", "-n", "20"},
                               huge + "\n" + binary + "\n/reset\nThe dog\n");
-    ASSERT_EQ(r.status, 0) << r.err.substr(0, 2000);
+    ASSERT_EQ(r.status, 1) << r.err.substr(0, 2000);  // the huge line was refused
     EXPECT_LT(r.err.size(), 4000u) << "the huge line must not be echoed back";
     ASSERT_GE(r.out.size(), fresh.out.size());
     EXPECT_EQ(r.out.substr(r.out.size() - fresh.out.size()), fresh.out);

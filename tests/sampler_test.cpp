@@ -441,10 +441,22 @@ TEST(Sampler, RejectsEmptyVocabulary) {
 }
 
 TEST(Sampler, OddLogitsDoNotCrash) {
-    // -inf everywhere but one, all -inf, and NaN: a token in range comes back.
+    // -inf everywhere but one, and all -inf: a token in range comes back. NaN or +inf (a broken model): an error
+    // that names the cause and --check-tensors.
     const float inf = INFINITY;
-    const std::vector<std::vector<float>> cases = {
-        {-inf, 1.0f, -inf}, {-inf, -inf, -inf}, {NAN, 1.0f, 0.0f}, {NAN, NAN, NAN}};
+    for (const std::vector<float>& l : {std::vector<float>{NAN, 1.0f, 0.0f}, {NAN, NAN, NAN}, {0.0f, inf, 1.0f}})
+        for (float temp : {0.0f, 1.0f}) {
+            SamplerParams p;
+            p.temp = temp;
+            Sampler s(p);
+            try {
+                s.sample(l.data(), 3, {});
+                ADD_FAILURE() << "no error";
+            } catch (const Error& e) {
+                EXPECT_NE(std::string(e.what()).find("--check-tensors"), std::string::npos) << e.what();
+            }
+        }
+    const std::vector<std::vector<float>> cases = {{-inf, 1.0f, -inf}, {-inf, -inf, -inf}};
     for (const auto& l : cases) {
         for (float temp : {0.0f, 1.0f}) {
             SamplerParams p;

@@ -99,9 +99,10 @@ void print_stats(const ChatSession& s, const ChatTurn* last) {
     err(perf_line("eval time", s.total_generate_seconds(), s.total_generated_tokens()));
 }
 
-// Runs a slash command (`line` starts with '/'); false for /exit. Errors are printed, the session goes on.
+// Runs a slash command (`line` starts with '/'); false for /exit. Errors are printed (and `failed` set), the
+// session goes on.
 bool run_command(const std::string& line, ChatSession& session, const ChatTemplate& tmpl, bool quiet,
-                 std::optional<ChatTurn>& last) {
+                 std::optional<ChatTurn>& last, bool& failed) {
     const size_t sp = line.find(' ');
     const std::string name = line.substr(0, sp), arg = sp == std::string::npos ? "" : trim(line.substr(sp + 1));
     try {
@@ -118,10 +119,7 @@ bool run_command(const std::string& line, ChatSession& session, const ChatTempla
             if (!quiet) err(arg.empty() ? "system prompt cleared" : "system prompt set; it applies from the next message");
         } else if (name == "/save") {
             if (arg.empty()) throw Error("/save needs a file name: /save FILE");
-            std::ofstream f(arg, std::ios::binary);
-            const std::string j = session.to_json().dump(2) + "\n";
-            f.write(j.data(), std::streamsize(j.size()));
-            if (!f) throw Error(arg + ": cannot be written (/save)");
+            write_file_atomic(arg, session.to_json().dump(2) + "\n");
             if (!quiet) err("saved " + std::to_string(session.messages().size()) + " messages to " + arg);
         } else if (name == "/load") {
             if (arg.empty()) throw Error("/load needs a file name: /load FILE");
@@ -143,9 +141,11 @@ bool run_command(const std::string& line, ChatSession& session, const ChatTempla
             print_stats(session, last ? &*last : nullptr);
         } else {
             err("unknown command " + name + " (/help lists the commands)");
+            failed = true;
         }
     } catch (const Error& e) {
         err(std::string("error: ") + e.what());
+        failed = true;
     }
     return true;
 }
@@ -171,7 +171,7 @@ Run add_chat(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("-n,--n-predict", o->n_predict,
                     "Most tokens per reply; -1 = until the end of the turn or a full context")
-        ->check(CLI::Range(int64_t(-1), int64_t(1) << 30))
+        ->check(int_range(-1, int64_t(1) << 30))
         ->capture_default_str();
     add_sampling_options(cmd, o->s);
     cmd->footer(cmd->get_footer() + "\n\n" + kCommands);
@@ -207,6 +207,7 @@ Run add_chat(CLI::App& app) {
         LineReader reader;
         std::optional<ChatTurn> last;  // the last reply, for /stats
         int status = 0;
+        bool failed = false;  // a line refused or a command failed: piped input exits 1 at the end
         std::string line;
         for (;;) {
             if (interactive) out("> ");
@@ -220,31 +221,40 @@ Run add_chat(CLI::App& app) {
             if (t.empty()) continue;
             if (invalid_utf8_at(t) != std::string::npos) {
                 err("this line is not valid UTF-8; it was not sent");
+                failed = true;
                 continue;
             }
             if (t[0] == '/' && t.rfind("//", 0) != 0) {
-                if (!run_command(t, session, tmpl, quiet, last)) break;
+                if (!run_command(t, session, tmpl, quiet, last, failed)) break;
                 continue;
             }
 
             const std::string text = t.rfind("//", 0) == 0 ? t.substr(1) : t;
             // Chat templates: the reply's leading whitespace (llama2's ' ' after [/INST]) is not shown.
             bool started = tmpl.kind() == TemplateKind::raw;
+            bool line_open = false;  // reply text on stdout since the last newline
             // Other work may have started or stopped on the cores since the last turn.
             if (refresh_threads(l, o->m.threads, 3) && !quiet) err("note: " + threads_note(l));
             const ChatTurn turn = session.send(
                 text, o->n_predict,
                 [&](const std::string& piece) {
-                    if (started) return out(piece);
-                    const size_t b = piece.find_first_not_of(" \t\n\r\f\v");
+                    const size_t b = started ? 0 : piece.find_first_not_of(" \t\n\r\f\v");
                     if (b == std::string::npos) return;
                     started = true;
                     out(piece.substr(b));
+                    line_open = piece.back() != '\n';
                 },
-                &g_interrupted, [&](const std::string& notice) { err("[" + notice + "]"); });
-            if (turn.rejected) continue;
+                &g_interrupted, [&](const std::string& notice) {
+                    if (line_open) out("\n");  // the note on a line of its own, not after the reply's last word
+                    line_open = false;
+                    err("[" + notice + "]");
+                });
+            if (turn.rejected) {
+                failed = true;
+                continue;
+            }
             last = turn;
-            out("\n");
+            if (line_open || !started) out("\n");
             if (turn.stats.interrupted || g_interrupted.load()) {  // a Ctrl-C during the reply ends only the reply
                 err("[interrupted]");
                 g_interrupted = false;
@@ -255,7 +265,7 @@ Run add_chat(CLI::App& app) {
             err("");
             print_stats(session, nullptr);
         }
-        return status;
+        return status != 0 ? status : failed && !interactive ? 1 : 0;
     };
 }
 

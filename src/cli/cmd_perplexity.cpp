@@ -37,22 +37,23 @@ Run add_perplexity(CLI::App& app) {
     add_model_options(cmd, o->m, /*with_ctx=*/false);
     cmd->add_option("-f,--file", o->file, "Text file to evaluate")->required();
     cmd->add_option("-c,--ctx", o->ctx, "Tokens per chunk (or window); at most max_position_embeddings")
-        ->check(CLI::Range(int64_t(4), int64_t(1) << 24))
+        ->check(int_range(4, int64_t(1) << 24))
         ->capture_default_str();
-    cmd->add_option("--chunks", o->chunks, "Evaluate only the first K chunks; -1 = all")
-        ->check(CLI::Range(int64_t(-1), int64_t(1) << 40))
+    cmd->add_option("--chunks", o->chunks, "Evaluate only the first K chunks (or windows, with --stride); -1 = all")
+        ->check(int_range(-1, int64_t(1) << 40))
         ->capture_default_str();
     cmd->add_option("--stride", o->stride,
                     "Sliding-window mode (HF's guide): a window of --ctx tokens every S tokens, each token scored once")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+        ->check(int_range(1, int64_t(1) << 24));
     cmd->add_option("-b,--batch", o->batch, "Most tokens per forward pass")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 24))
+        ->check(int_range(1, int64_t(1) << 24))
         ->capture_default_str();
     cmd->add_flag("--json", o->json, "Print the final figures and per-chunk values as JSON on stdout");
     cmd->add_flag("--kl-divergence,--kld", o->kld,
                   "With --quant: also run the unquantized model and report its PPL, the mean KL divergence from it "
                   "and how often both pick the same most likely token");
     return [o] {
+        if (o->chunks == 0) throw UsageError("--chunks 0: give the number of chunks to evaluate, or -1 for all");
         const std::string text = read_prompt("", o->file, false, true);
         if (o->kld && (o->m.quant == "none" || o->stride > 0))
             throw UsageError("--kl-divergence compares a quantized model with the unquantized one: give --quant (not with --stride)");
@@ -110,7 +111,7 @@ Run add_perplexity(CLI::App& app) {
         const int32_t bos = !add_bos ? -1 : l.tokenizer->bos_id() >= 0 ? l.tokenizer->bos_id() : int32_t(c.bos_token_id);
         const Context::Abort abort = [] { return g_interrupted.load(); };
         const PerplexityResult r = o->stride > 0
-                                       ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress, abort)
+                                       ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress, abort, o->chunks)
                                        : perplexity_chunks(ctx_ptrs, tokens, o->ctx, bos, o->chunks, progress, abort,
                                                            ref_ptrs);
         if (r.n_windows == 0) {  // Ctrl-C inside the first chunk/window
@@ -136,7 +137,9 @@ Run add_perplexity(CLI::App& app) {
                                 {"mean_nll", r.mean_nll}, {"seconds", secs},
                                 {"tokens_per_second", double(evaluated) / secs},
                                 {"chunk_ppl", r.window_ppl}, {"running_ppl", r.running_ppl},
-                                {"quant", o->m.quant}};
+                                {"quant", o->m.quant},
+                                // "interrupted": Ctrl-C; the figures cover the chunks finished before it
+                                {"stop", g_interrupted.load() ? "interrupted" : "complete"}};
             if (reference)
                 j["kld"] = {{"ref_ppl", r.ref_ppl}, {"mean_kld", r.mean_kld}, {"kld_stderr", r.kld_stderr},
                             {"same_top", r.same_top}};

@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
-#include <csignal>
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <csignal>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -44,15 +47,46 @@ std::string perf_line(const char* what, double seconds, int64_t tokens) {
     return buf;
 }
 
+CLI::Validator int_range(int64_t lo, int64_t hi) {
+    const std::string range = std::to_string(lo) + " to " + std::to_string(hi);
+    return CLI::Validator(
+        [lo, hi, range](std::string& s) -> std::string {
+            int64_t v = 0;
+            const char *b = s.data(), *e = s.data() + s.size();
+            const auto [p, ec] = std::from_chars(b, e, v);
+            if (ec == std::errc::result_out_of_range) return s + " is out of range (" + range + ")";
+            if (ec != std::errc() || p != e) return s + " is not an integer";
+            if (v < lo || v > hi) return s + " is out of range (" + range + ")";
+            return "";
+        },
+        "INT in [" + range + "]");
+}
+
+CLI::Validator float_range(double lo, double hi) {
+    char range[64];
+    std::snprintf(range, sizeof range, "%g to %g", lo, hi);
+    return CLI::Validator(
+        [lo, hi, r = std::string(range)](std::string& s) -> std::string {
+            char* end = nullptr;
+            errno = 0;
+            const double v = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+            if (s.empty() || end != s.c_str() + s.size()) return s + " is not a number";
+            if (!std::isfinite(v)) return s + " is not a finite number";
+            if (v < lo || v > hi) return s + " is out of range (" + r + ")";
+            return "";
+        },
+        std::string("FLOAT in [") + range + "]");
+}
+
 void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
     cmd->add_option("-m,--model", o.model, "Model folder: config.json, *.safetensors, tokenizer.model")
         ->capture_default_str();
     cmd->add_option("-t,--threads", o.threads,
                     "Threads (default: physical cores, less those other processes keep busy)")
-        ->check(CLI::Range(1, 1024));
+        ->check(int_range(1, 1024));
     if (with_ctx)
         cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings, at most 4096)")
-            ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+            ->check(int_range(1, int64_t(1) << 24));
     cmd->add_flag("--quiet", o.quiet, "Print nothing on stderr but errors");
     cmd->add_option("--quant", o.quant,
                     "Quantize the weight matrices at load: none (exact), q8_0, q6_k or q4_k_m (llama.cpp's mix)")
@@ -64,18 +98,18 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
 
 void add_sampling_options(CLI::App* cmd, SamplingOpts& o) {
     SamplerParams& p = o.p;
-    cmd->add_option("--temp", p.temp, "Temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f))->capture_default_str();
-    cmd->add_option("--top-k", p.top_k, "Top-k; 0 = off")->check(CLI::Range(0, 1 << 30))->capture_default_str();
-    cmd->add_option("--top-p", p.top_p, "Top-p (nucleus); 1 = off")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
-    cmd->add_option("--min-p", p.min_p, "Min-p; 0 = off")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+    cmd->add_option("--temp", p.temp, "Temperature; 0 = greedy")->check(float_range(0.0, 100.0))->capture_default_str();
+    cmd->add_option("--top-k", p.top_k, "Top-k; 0 = off")->check(int_range(0, 1 << 30))->capture_default_str();
+    cmd->add_option("--top-p", p.top_p, "Top-p (nucleus); 1 = off")->check(float_range(0.0, 1.0))->capture_default_str();
+    cmd->add_option("--min-p", p.min_p, "Min-p; 0 = off")->check(float_range(0.0, 1.0))->capture_default_str();
     cmd->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty; 1 = off")
-        ->check(CLI::Range(0.001f, 100.0f))
+        ->check(float_range(0.001, 100.0))
         ->capture_default_str();
     cmd->add_option("--repeat-last-n", p.repeat_last_n, "Tokens the penalty looks back at; 0 = off, -1 = all")
-        ->check(CLI::Range(-1, 1 << 30))
+        ->check(int_range(-1, 1 << 30))
         ->capture_default_str();
     cmd->add_option("--seed", o.seed, "Random seed; -1 = random (printed on stderr)")
-        ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()))
+        ->check(int_range(-1, std::numeric_limits<int64_t>::max()))
         ->capture_default_str();
     cmd->footer(
         "Sampling chain, in order: repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw.\n"

@@ -23,6 +23,12 @@ struct ModelOpts {
 };
 void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx = true);
 
+// Flag checks that say what is wrong: an integer flag's text must be an integer ("abc is not an integer") within
+// [lo, hi] (past int64 too: "is out of range"); a float flag's a finite number within [lo, hi] (NaN and Inf, which
+// compare false with any bound, are refused).
+CLI::Validator int_range(int64_t lo, int64_t hi);
+CLI::Validator float_range(double lo, double hi);
+
 struct SamplingOpts {
     SamplerParams p;
     int64_t seed = -1;  // -1 = random

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <string>
 
 #include "commands.h"
 #include "plainllama/kernels/kernels.h"
@@ -24,11 +25,25 @@ int main(int argc, char** argv) {
     add(cli::add_inspect, "inspect");
     add(cli::add_tokenize, "tokenize");
     add(cli::add_quantize, "quantize");
+    app.set_version_flag("--version", std::string("plainllama ") + PLAINLLAMA_VERSION);
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) {
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+        known = known || (argc > 1 && sub->get_name() == argv[1]);
+    }
+    if (argc > 1 && argv[1][0] != '-' && !known) {
+        std::fprintf(stderr, "plainllama: error: unknown subcommand '%s' (expected one of: %s; see --help)\n",
+                     argv[1], names.c_str());
+        return 2;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "plainllama: error: %s (see --help)\n", e.what());

@@ -159,14 +159,16 @@ PerplexityResult perplexity_chunks(Context& ctx, const std::vector<int32_t>& tok
 }
 
 PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int64_t stride,
-                                   const PerplexityProgress& progress, const Context::Abort& abort) {
+                                   const PerplexityProgress& progress, const Context::Abort& abort,
+                                   int64_t max_windows) {
     if (n_ctx < 2 || n_ctx > ctx.n_ctx())
         throw UsageError("--ctx " + std::to_string(n_ctx) + " must be in [2, " + std::to_string(ctx.n_ctx()) + "]");
     if (stride < 1 || stride > n_ctx)
         throw UsageError("--stride " + std::to_string(stride) + " must be in [1, --ctx = " + std::to_string(n_ctx) + "]");
     const int64_t n = int64_t(tokens.size()), V = ctx.model().config().vocab_size;
     if (n < 2) throw Error("the text has " + std::to_string(n) + " tokens; perplexity needs at least 2");
-    const int64_t total_windows = n <= n_ctx ? 1 : (n - n_ctx + stride - 1) / stride + 1;
+    int64_t total_windows = n <= n_ctx ? 1 : (n - n_ctx + stride - 1) / stride + 1;
+    if (max_windows > 0) total_windows = std::min(total_windows, max_windows);
     PerplexityResult r;
     NllSums total;
     int64_t prev_end = 1;  // tokens before this index are scored (token 0 has no context)
@@ -187,7 +189,7 @@ PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tok
         r.n_windows = w + 1;
         total.finish(&r);
         if (progress) progress(w + 1, total_windows, r);
-        if (end == n) break;
+        if (end == n || w + 1 == total_windows) break;
     }
     return r;
 }

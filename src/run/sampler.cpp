@@ -163,7 +163,20 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, const std::vector<
                     (logits ? "" : " and no logits"));
     const SamplerParams& p = params_;
     cands_.resize(size_t(n_vocab));
-    for (int32_t i = 0; i < n_vocab; ++i) cands_[size_t(i)] = {i, logits[i]};
+    // NaN or +Inf logits come from a NaN or Inf weight (or activations past f32's range), never from a sound model;
+    // -Inf is a token ruled out.
+    bool sound = true;
+    for (int32_t i = 0; i < n_vocab; ++i) {
+        cands_[size_t(i)] = {i, logits[i]};
+        sound = sound && logits[i] < INFINITY;  // false for NaN too
+    }
+    if (!sound) {
+        int32_t bad = 0;
+        while (logits[bad] < INFINITY) ++bad;
+        throw Error("the model's logits are not finite (token " + std::to_string(bad) + ": " +
+                    (std::isnan(logits[bad]) ? "NaN" : "Inf") +
+                    "): likely a NaN or Inf weight; --check-tensors finds it at load");
+    }
 
     if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0 && !history.empty()) {
         const size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(p.repeat_last_n));

@@ -10,4 +10,10 @@ namespace plainllama {
 // "<path>: cannot be read: <reason>".
 std::string read_file(const std::filesystem::path& path);
 
+// Writes `bytes` to `path` so that a failure never loses what was there: into a new file beside it, every write,
+// the flush to disk and the close checked, then renamed over it. An existing path that is not a regular file (a
+// device, a FIFO) is written in place, checked likewise. Throws Error "<path>: cannot be written: <reason>" (the
+// temporary file removed).
+void write_file_atomic(const std::filesystem::path& path, const std::string& bytes);
+
 }  // namespace plainllama

@@ -47,8 +47,10 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
                                    const Context::Abort& abort = {}, const std::vector<Context*>& reference = {});
 
 // Sliding window: windows of n_ctx tokens starting every `stride` tokens; each token after the first is
-// scored exactly once, in the first window that contains it with the most left context the stride allows.
+// scored exactly once, in the first window that contains it with the most left context the stride allows. At most
+// max_windows windows when > 0.
 PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int64_t stride,
-                                   const PerplexityProgress& progress = nullptr, const Context::Abort& abort = {});
+                                   const PerplexityProgress& progress = nullptr, const Context::Abort& abort = {},
+                                   int64_t max_windows = -1);
 
 }  // namespace plainllama
