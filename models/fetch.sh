@@ -162,6 +162,9 @@ fetch_hf_repo() {
     local repo=$1 dest base shards s
     [[ -z $dtype ]] || die "--dtype applies to stories260K only; $repo is fetched in its published dtype"
     [[ $repo =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$ ]] || die "'$repo': expected a model name or OWNER/REPO"
+    # '.' or '..' as a part would write outside models/ (models/.. is the project root)
+    [[ ${repo%%/*} != . && ${repo%%/*} != .. && ${repo#*/} != . && ${repo#*/} != .. ]] ||
+        die "'$repo': '.' and '..' are not repo names"
     dest_name=${repo#*/}
     dest=$models_dir/$dest_name
     base=$endpoint/$repo/resolve/main

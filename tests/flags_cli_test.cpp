@@ -65,5 +65,30 @@ TEST(Flags, PerplexityChunks) {
     EXPECT_EQ(nlohmann::json::parse(r.out)["n_chunks"], 3);
 }
 
+// Errors name the file and say what is wrong in words, never a library's source location; advice is only what
+// can be followed.
+TEST(Errors, InWordsAndFollowable) {
+    test::TempDir tmp;
+    test::copy_model(test::model_dir(), tmp.path());
+    const std::string full = test::read_file(tmp / "tokenizer.model");
+    test::write_file(tmp / "tokenizer.model", full.substr(0, 3000));
+    auto r = run_binary({"generate", "-m", tmp.path().string(), "-p", "Once", "-n", "2"});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(HasSubstr(r.err, "tokenizer.model: not a SentencePiece model")) << r.err;
+    EXPECT_EQ(r.err.find(".cc("), std::string::npos) << r.err;
+    // a prompt longer than the model's whole context: no "raise -c" (stories260K: 512 positions)
+    std::string longer;
+    for (int i = 0; i < 200; ++i) longer += "Once upon a time ";
+    r = run_binary({"generate", "-m", kModel, "-p", longer, "-n", "2"});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(HasSubstr(r.err, "shorten the prompt")) << r.err;
+    EXPECT_EQ(r.err.find("raise -c"), std::string::npos) << r.err;
+    r = run_binary({"generate", "-m", kModel, "-p", longer, "-n", "2", "-c", "64"});
+    EXPECT_TRUE(HasSubstr(r.err, "raise -c")) << r.err;
+    // invalid UTF-8 on the command line is a usage error
+    r = run_binary({"generate", "-m", kModel, "-p", "\xff\xfe", "-n", "2"});
+    EXPECT_EQ(r.status, 2) << r.err;
+}
+
 }  // namespace
 }  // namespace plainllama

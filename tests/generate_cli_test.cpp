@@ -107,7 +107,7 @@ TEST(GenerateCli, InvalidFlags) {
         {{"frobnicate"}, 2},
         {{"generate", "-m", "/nonexistent/model", "-p", "x"}, 1},
         {{"generate", "-m", m, "-f", "/nonexistent/prompt.txt"}, 1},
-        {{"generate", "-m", m, "-p", "\xff\xfe bad utf8"}, 1},
+        {{"generate", "-m", m, "-p", "\xff\xfe bad utf8"}, 2},  // the command line's own text: a usage error
         {{"generate", "-m", m, "-p", std::string(3000, 'a') + " long", "-c", "64"}, 1},
     };
     for (const auto& [args, status] : cases) {

@@ -403,7 +403,7 @@ TEST(Hostile, InvalidUtf8Prompts) {
     const std::string m = model_dir().string();
     for (const std::string& p : bad) {
         SCOPED_TRACE(testing::PrintToString(p));
-        EXPECT_TRUE(one_error(run_binary({"generate", "-m", m, "-p", p}), {"UTF-8"}, 1));
+        EXPECT_TRUE(one_error(run_binary({"generate", "-m", m, "-p", p}), {"UTF-8"}, 2));  // command line: usage
         test::write_file(tmp / "p.txt", p);
         EXPECT_TRUE(one_error(run_binary({"generate", "-m", m, "-f", (tmp / "p.txt").string()}),
                               {"p.txt", "UTF-8"}, 1));

@@ -96,6 +96,13 @@ class Fetch(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(models, "no-tokenizer", "model.safetensors")))
         self.assertFalse(os.path.lexists(os.path.join(models, "default")))
 
+    def test_dot_parts_refused(self):
+        for repo in ("owner/..", "owner/.", "../x", "./x"):
+            r, models = self.fetch(repo)
+            self.assertEqual(r.returncode, 1, repo)
+            self.assertIn("'.' and '..' are not repo names", r.stderr)
+            self.assertEqual(sorted(os.listdir(os.path.dirname(models))), ["models"])  # nothing written beside it
+
     def test_sentencepiece_preferred(self):
         r, models = self.fetch("meta/both")
         self.assertEqual(r.returncode, 0, r.stderr)

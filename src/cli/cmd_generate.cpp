@@ -37,7 +37,10 @@ Run add_generate(CLI::App& app) {
         if (tokens.empty()) throw UsageError("the prompt is empty and no BOS is prepended (--no-bos, or a tokenizer that adds none): nothing to start from");
         if (int64_t(tokens.size()) > ctx.n_ctx())
             throw Error("the prompt has " + std::to_string(tokens.size()) + " tokens but the context holds " +
-                        std::to_string(ctx.n_ctx()) + " (raise -c/--ctx-size or shorten the prompt)");
+                        std::to_string(ctx.n_ctx()) +
+                        (ctx.n_ctx() < l.model->config().max_position_embeddings
+                             ? " (raise -c/--ctx-size or shorten the prompt)"
+                             : " (all the model's max_position_embeddings: shorten the prompt)"));
         const size_t n_prompt_tokens = tokens.size();
         const SamplerParams sp = resolve_sampling(o->s, quiet);
 

@@ -249,17 +249,12 @@ std::string read_prompt(const std::string& prompt, const std::string& file, bool
     std::string text = prompt;
     std::string source = "the prompt";
     if (file_given) {
-        if (file == "-") {
-            std::stringstream ss;
-            ss << std::cin.rdbuf();
-            text = ss.str();
-            source = "the prompt on stdin";
-        } else {
-            text = read_file(file);
-            source = file;
-        }
+        text = read_input(file);
+        source = file == "-" ? "the prompt on stdin" : file;
     }
     const size_t bad = invalid_utf8_at(text);
+    if (bad != std::string::npos && !file_given)  // the command line's own text: a usage error
+        throw UsageError(source + " is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
     if (bad != std::string::npos)
         throw Error(source + " is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
     return text;

@@ -1,5 +1,7 @@
 // plainllama: one binary, subcommands over the core library. Only this file catches errors.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <string>
@@ -52,7 +54,20 @@ int main(int argc, char** argv) {
     try {
         kernels_isa();  // chooses the kernels now: a PLAINLLAMA_KERNELS this CPU cannot run is an error before any work
         for (auto& [sub, run] : runs)
-            if (sub->parsed()) return run();
+            if (sub->parsed()) {
+                const int status = run();
+                // What went to stdout must have got there (a full disk, /dev/full); a closed pipe ends the
+                // program by SIGPIPE before this, quietly, as other Unix tools.
+                errno = 0;
+                const bool flushed = std::fflush(stdout) == 0;
+                const int e = errno;
+                if (!flushed || std::ferror(stdout)) {
+                    std::fprintf(stderr, "plainllama: error: stdout: write failed: %s\n",
+                                 e ? std::strerror(e) : "an earlier write failed");
+                    return 1;
+                }
+                return status;
+            }
         return 2;
     } catch (const UsageError& e) {
         std::fprintf(stderr, "plainllama: error: %s\n", e.what());

@@ -66,15 +66,10 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& byt
     }
 }
 
-std::string read_file(const std::filesystem::path& path) {
-    const std::string p = path.string();
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: a FIFO must not hang open()
-    if (fd < 0) throw Error(p + ": cannot open: " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error(p + ": not a regular file");
-    }
+namespace {
+
+// Everything fd holds until end of file (name: for messages); fd closed.
+std::string read_all(int fd, const std::string& name) {
     std::string bytes;
     char buf[1 << 16];
     for (;;) {
@@ -86,11 +81,44 @@ std::string read_file(const std::filesystem::path& path) {
         } else if (errno != EINTR) {
             const int e = errno;
             ::close(fd);
-            throw Error(p + ": cannot be read: " + std::strerror(e));
+            throw Error(name + ": cannot be read: " + std::strerror(e));
         }
     }
     ::close(fd);
     return bytes;
+}
+
+}  // namespace
+
+std::string read_file(const std::filesystem::path& path) {
+    const std::string p = path.string();
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // O_NONBLOCK: a FIFO must not hang open()
+    if (fd < 0) throw Error(p + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(p + ": not a regular file");
+    }
+    return read_all(fd, p);
+}
+
+std::string read_input(const std::string& path) {
+    if (path == "-") {
+        struct stat st {};
+        if (::fstat(0, &st) != 0) throw Error(std::string("stdin: cannot be read: ") + std::strerror(errno));
+        if (S_ISDIR(st.st_mode)) throw Error("stdin: is a directory");
+        const int fd = ::dup(0);
+        if (fd < 0) throw Error(std::string("stdin: cannot be read: ") + std::strerror(errno));
+        return read_all(fd, "stdin");
+    }
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // blocking: a FIFO's writer may come later
+    if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+        ::close(fd);
+        throw Error(path + ": not a file, a pipe or a device");
+    }
+    return read_all(fd, path);
 }
 
 }  // namespace plainllama

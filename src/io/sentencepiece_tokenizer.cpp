@@ -6,13 +6,34 @@
 
 namespace plainllama {
 
+namespace {
+
+// A SentencePiece status as words for a user: the library's source location ("./src/x.cc(1101) ") and the failed
+// expression after it ("[model_proto->ParseFromArray(...)]") are left out.
+std::string reason(const sentencepiece::util::Status& status) {
+    std::string m = status.message();
+    const size_t loc = m.find(".cc(");
+    if (loc != std::string::npos) {
+        const size_t close = m.find(") ", loc);
+        m.erase(0, close == std::string::npos ? m.size() : close + 2);
+        if (!m.empty() && m[0] == '[') {
+            const size_t end = m.find("] ");
+            m.erase(0, end == std::string::npos ? m.size() : end + 2);
+        }
+    }
+    while (!m.empty() && (m.back() == ' ' || m.back() == '\n')) m.pop_back();
+    return m.empty() ? "the file cannot be parsed (truncated or not a SentencePiece model)" : m;
+}
+
+}  // namespace
+
 SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& model_file)
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(model_file, ec))
         throw Error(model_file.string() + ": not found or not a regular file (expected a SentencePiece tokenizer.model)");
     const auto status = sp_->Load(model_file.string());
-    if (!status.ok()) throw Error(model_file.string() + ": not a SentencePiece model: " + status.ToString());
+    if (!status.ok()) throw Error(model_file.string() + ": not a SentencePiece model: " + reason(status));
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
@@ -20,7 +41,7 @@ SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 std::vector<int32_t> SentencePieceTokenizer::encode(const std::string& text, bool add_bos) const {
     std::vector<int> ids;
     const auto status = sp_->Encode(text, &ids);
-    if (!status.ok()) throw Error("tokenizer: cannot encode the text: " + status.ToString());
+    if (!status.ok()) throw Error("tokenizer: cannot encode the text: " + reason(status));
     std::vector<int32_t> out;
     out.reserve(ids.size() + 1);
     if (add_bos && bos_id() >= 0) out.push_back(bos_id());
@@ -36,7 +57,7 @@ std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids) cons
                         std::to_string(vocab_size()) + ")");
     std::string text;
     const auto status = sp_->Decode(v, &text);
-    if (!status.ok()) throw Error("tokenizer: cannot decode: " + status.ToString());
+    if (!status.ok()) throw Error("tokenizer: cannot decode: " + reason(status));
     return text;
 }
 

@@ -41,8 +41,8 @@ ChatTurn ChatSession::send(const std::string& user, int64_t n_predict, const OnT
             " tokens (with the template and system prompt) but the "
             "context holds " +
             std::to_string(n_ctx) +
-            "; it was not sent. Shorten it, or /reset with a shorter "
-            "/system, or raise -c");
+            "; it was not sent. Shorten it, or /reset with a shorter /system" +
+            (n_ctx < ctx_.model().config().max_position_embeddings ? ", or raise -c" : ""));
         return turn;
     }
 

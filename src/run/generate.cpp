@@ -15,7 +15,10 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
     if (int64_t(tokens.size()) <= ctx.n_past()) throw Error("generate: no new tokens to evaluate");
     if (int64_t(tokens.size()) > ctx.n_ctx())
         throw Error("the prompt has " + std::to_string(tokens.size()) + " tokens but the context holds " +
-                    std::to_string(ctx.n_ctx()) + " (raise -c/--ctx-size or shorten the prompt)");
+                    std::to_string(ctx.n_ctx()) +
+                    (ctx.n_ctx() < ctx.model().config().max_position_embeddings
+                         ? " (raise -c/--ctx-size or shorten the prompt)"
+                         : " (all the model's max_position_embeddings: shorten the prompt)"));
     const Context::Abort abort = [stop] { return stop && stop->load(); };
     double t0 = now_seconds();
     const int64_t past = ctx.n_past();
