@@ -53,38 +53,65 @@ def main():
         sys.exit(f"perplexity.py: {args.binary} is not built (run scripts/setup.sh)")
 
     rows = []
-    for m in models:
-        for d in data:
-            cmd = [args.binary, "perplexity", "-m", m, "-f", d, "-c", str(args.ctx), "--json", "--quiet"]
-            if args.chunks > 0:
-                cmd += ["--chunks", str(args.chunks)]
-            if args.stride:
-                cmd += ["--stride", str(args.stride)]
-            if args.threads:
-                cmd += ["-t", str(args.threads)]
-            print(f"{os.path.basename(m)} on {os.path.basename(d)} ...", file=sys.stderr, flush=True)
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            if r.returncode != 0:
-                sys.exit(f"perplexity.py: {' '.join(cmd)} failed: {r.stderr.strip()}")
-            j = json.loads(r.stdout)
-            rows.append({"model": os.path.basename(os.path.normpath(m)), "dtype": model_dtype(m),
-                         "dataset": os.path.basename(d), "ctx": args.ctx, "chunks": j["n_chunks"],
-                         "ppl": round(j["ppl"], 4), "ppl_err": round(j["ppl_stderr"], 4),
-                         "tok_s": round(j["tokens_per_second"], 1), "method": j["method"]})
+    interrupted = False
+    try:
+        for m in models:
+            for d in data:
+                rows.append(run_one(args, m, d))
+    except KeyboardInterrupt:  # Ctrl-C: what finished is still printed and written
+        interrupted = True
+        print("perplexity.py: interrupted; the table holds the runs that finished", file=sys.stderr)
 
     print("| model | dtype | dataset | ctx | chunks | PPL | tok/s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['model']} | {r['dtype']} | {r['dataset']} | {r['ctx']} | {r['chunks']} | "
-              f"{r['ppl']:.4f} ± {r['ppl_err']:.4f} | {r['tok_s']:.1f} |")
-    if args.csv:
+        if r.get("error"):
+            print(f"| {r['model']} | {r['dtype']} | {r['dataset']} | {r['ctx']} | — | failed: {r['error']} | — |")
+        else:
+            print(f"| {r['model']} | {r['dtype']} | {r['dataset']} | {r['ctx']} | {r['chunks']} | "
+                  f"{r['ppl']:.4f} ± {r['ppl_err']:.4f} | {r['tok_s']:.1f} |")
+    fields = ["model", "dtype", "dataset", "ctx", "chunks", "ppl", "ppl_err", "tok_s", "method", "error"]
+    if args.csv and rows:
         with open(args.csv, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w = csv.DictWriter(f, fieldnames=fields)
             w.writeheader()
             w.writerows(rows)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)
+    if interrupted:
+        sys.exit(130)
+    if any(r.get("error") for r in rows):
+        sys.exit(1)
+
+
+def run_one(args, m, d):
+    """One model x data set: its row, with "error" set when the run failed."""
+    cmd = [args.binary, "perplexity", "-m", m, "-f", d, "-c", str(args.ctx), "--json", "--quiet"]
+    if args.chunks > 0:
+        cmd += ["--chunks", str(args.chunks)]
+    if args.stride:
+        cmd += ["--stride", str(args.stride)]
+    if args.threads:
+        cmd += ["-t", str(args.threads)]
+    print(f"{os.path.basename(m)} on {os.path.basename(d)} ...", file=sys.stderr, flush=True)
+    try:
+        dtype = model_dtype(m)
+    except (OSError, ValueError, KeyError) as e:
+        dtype = "?"
+    row = {"model": os.path.basename(os.path.normpath(m)), "dtype": dtype, "dataset": os.path.basename(d),
+           "ctx": args.ctx, "chunks": None, "ppl": None, "ppl_err": None, "tok_s": None, "method": None, "error": ""}
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        if r.returncode == 130 or r.returncode == -2:  # the child saw the Ctrl-C too
+            raise KeyboardInterrupt
+        row["error"] = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit status {r.returncode}"
+        print(f"perplexity.py: {' '.join(cmd)} failed: {row['error']}", file=sys.stderr)
+        return row
+    j = json.loads(r.stdout)
+    row.update({"chunks": j["n_chunks"], "ppl": round(j["ppl"], 4), "ppl_err": round(j["ppl_stderr"], 4),
+                "tok_s": round(j["tokens_per_second"], 1), "method": j["method"]})
+    return row
 
 
 if __name__ == "__main__":

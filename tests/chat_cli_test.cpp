@@ -98,8 +98,8 @@ TEST(ChatCli, EofCommandsAndBadInput) {
 TEST(ChatCli, StatsCountsTokens) {
     const auto r = chat("Once upon a time\n/stats\n", {"-n", "10"});
     ASSERT_EQ(r.status, 0) << r.err;
-    // BOS + 4 prompt tokens + 10 generated, the last not yet evaluated.
-    EXPECT_TRUE(has(r.err, "context: 14 / 512 tokens used")) << r.err;
+    // the conversation: BOS + 4 prompt tokens + 10 generated
+    EXPECT_TRUE(has(r.err, "context: 15 / 512 tokens used")) << r.err;
     EXPECT_TRUE(has(r.err, "prompt eval time")) << r.err;
     EXPECT_TRUE(has(r.err, "/    10 tokens")) << r.err;
 }
@@ -127,6 +127,14 @@ TEST(ChatCli, SaveAndLoadRoundTrip) {
     ASSERT_EQ(b.status, 0) << b.err;
     EXPECT_TRUE(has(b.err, "loaded 4 messages")) << b.err;
     EXPECT_EQ(test::read_file(f2), test::read_file(f1));
+    // /stats after /load counts the loaded conversation, as it counts the same conversation held live
+    auto context_line = [](const std::string& err) {
+        const size_t at = err.rfind("context: ");
+        return err.substr(at, err.find('\n', at) - at);
+    };
+    const auto live = chat("Once upon a time\nThe dog\n/stats\n", {"--system", "A short story."});
+    const auto loaded = chat("Tom had a ball, a big red ball\n/load " + f1 + "\n/stats\n");
+    EXPECT_EQ(context_line(loaded.err), context_line(live.err)) << loaded.err;
     // /load also replaces a conversation in progress (and its system prompt).
     const auto c = chat("Tom had a ball\n/load " + f1 + "\nLily smiled\n");
     ASSERT_EQ(c.status, 0) << c.err;

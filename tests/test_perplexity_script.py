@@ -40,6 +40,30 @@ class PerplexityScript(unittest.TestCase):
             self.assertEqual(rows[0]["chunks"], 3)
             self.assertIn(f"| stories260K | F32 | tinystories_val.txt | 128 | 3 | {rows[0]['ppl']:.4f} ±", r.stdout)
 
+    def test_a_failed_run_keeps_the_finished_rows(self):
+        # the second of three models is broken: the other two rows are printed and written, the failure marked,
+        # and the script exits 1
+        with tempfile.TemporaryDirectory() as tmp:
+            broken = os.path.join(tmp, "broken")
+            os.makedirs(broken)
+            for f in ("config.json", "tokenizer.model"):
+                with open(os.path.join(SHARED, "models", "stories260K", f), "rb") as src, \
+                        open(os.path.join(broken, f), "wb") as dst:
+                    dst.write(src.read())
+            data = os.path.join(SHARED, "data", "tinystories_val.txt")
+            cmd = [sys.executable, SCRIPT, "--binary", BINARY, "-c", "128", "--chunks", "2", "-t", "1", "-d", data,
+                   "-m", os.path.join(SHARED, "models", "stories260K"), "-m", broken,
+                   "-m", os.path.join(SHARED, "models", "stories260K-bf16"), "--json", os.path.join(tmp, "r.json"),
+                   "--csv", os.path.join(tmp, "r.csv")]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            rows = json.load(open(os.path.join(tmp, "r.json")))
+            self.assertEqual([x["model"] for x in rows], ["stories260K", "broken", "stories260K-bf16"])
+            self.assertEqual([bool(x["error"]) for x in rows], [False, True, False])
+            self.assertIn("no model.safetensors", rows[1]["error"])
+            self.assertIn("| broken | ? | tinystories_val.txt | 128 | — | failed:", r.stdout)
+            self.assertNotIn("Traceback", r.stderr)
+
     def test_missing_binary(self):
         r = subprocess.run([sys.executable, SCRIPT, "--binary", "/nonexistent/plainllama"], capture_output=True, text=True)
         self.assertNotEqual(r.returncode, 0)

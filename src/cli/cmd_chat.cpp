@@ -84,9 +84,11 @@ std::string trim(const std::string& s) {
 
 void print_stats(const ChatSession& s, const ChatTurn* last) {
     const Context& ctx = s.context();
+    // the conversation as the next turn renders it (after /load, the cache still holds the previous one)
+    const int64_t used = s.messages().empty() ? 0 : int64_t(s.render(false).size());
     char buf[256];
     std::snprintf(buf, sizeof buf, "context: %lld / %lld tokens used (%.1f%%); %zu messages, template %s",
-                  (long long)ctx.n_past(), (long long)ctx.n_ctx(), 100.0 * double(ctx.n_past()) / double(ctx.n_ctx()),
+                  (long long)used, (long long)ctx.n_ctx(), 100.0 * double(used) / double(ctx.n_ctx()),
                   s.messages().size(), template_name(s.chat_template().kind()));
     err(buf);
     if (last) {
