@@ -108,9 +108,15 @@ def run_one(args, m, d):
         row["error"] = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit status {r.returncode}"
         print(f"perplexity.py: {' '.join(cmd)} failed: {row['error']}", file=sys.stderr)
         return row
-    j = json.loads(r.stdout)
-    row.update({"chunks": j["n_chunks"], "ppl": round(j["ppl"], 4), "ppl_err": round(j["ppl_stderr"], 4),
-                "tok_s": round(j["tokens_per_second"], 1), "method": j["method"]})
+    try:
+        j = json.loads(r.stdout)
+        if j["ppl"] is None:  # NaN or Inf (a broken model): JSON has no number for it
+            raise ValueError("the perplexity is not a number (NaN or Inf weights? try --check-tensors)")
+        row.update({"chunks": j["n_chunks"], "ppl": round(j["ppl"], 4), "ppl_err": round(j["ppl_stderr"] or 0, 4),
+                    "tok_s": round(j["tokens_per_second"], 1), "method": j["method"]})
+    except (ValueError, KeyError, TypeError) as e:
+        row["error"] = f"bad output: {e}"
+        print(f"perplexity.py: {' '.join(cmd)}: {row['error']}", file=sys.stderr)
     return row
 
 

@@ -39,6 +39,15 @@ TEST(Flags, IntegersMustBeIntegersThatFit) {
                        "18446744073709551615 is out of range");
     expect_usage_error({"generate", "-m", kModel, "-p", "Once", "--seed", "9223372036854775808"}, "is out of range");
     expect_usage_error({"generate", "-m", kModel, "-p", "Once", "--seed", "-2"}, "-2 is out of range");
+    // a leading zero is decimal, as checked (CLI11 alone would read 010 as octal 8); a leading + is taken
+    auto gen = [](const std::string& n) {
+        const auto r = run_binary({"generate", "-m", kModel, "-p", "Once", "-n", n, "--temp", "0", "--json", "--quiet"});
+        EXPECT_EQ(r.status, 0) << r.err;
+        return r.status == 0 ? nlohmann::json::parse(r.out)["n_generated"].get<int>() : -1;
+    };
+    EXPECT_EQ(gen("10"), 10);
+    EXPECT_EQ(gen("010"), 10);
+    EXPECT_EQ(gen("+10"), 10);
     // the largest seed is taken as it is
     const auto r = run_binary({"generate", "-m", kModel, "-p", "Once", "-n", "2", "--seed", "9223372036854775807",
                                "--json", "--quiet"});

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import unittest
 
 import unittest_summary
@@ -24,13 +25,19 @@ class PerplexityInterrupt(unittest.TestCase):
     def test_ctrl_c_gives_partial_json(self):
         p = subprocess.Popen([BINARY, "perplexity", "-m", MODEL, "-f", DATA, "-c", "256", "-t", "1", "--json"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        seen = b""
-        while b"[2]" not in seen:  # progress on stderr: "[1]4.1234,[2]..."
-            c = p.stderr.read(1)
-            self.assertTrue(c, "perplexity ended before its second chunk: " + seen.decode(errors="replace"))
-            seen += c
-        p.send_signal(signal.SIGINT)
-        out, _ = p.communicate(timeout=60)
+        try:
+            seen, deadline = b"", time.monotonic() + 120
+            while b"[2]" not in seen:  # progress on stderr: "[1]4.1234,[2]..."
+                self.assertLess(time.monotonic(), deadline, "no second chunk in 120 s")
+                c = p.stderr.read(1)
+                self.assertTrue(c, "perplexity ended before its second chunk: " + seen.decode(errors="replace"))
+                seen += c
+            p.send_signal(signal.SIGINT)
+            out, _ = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         self.assertEqual(p.returncode, 130)
         j = json.loads(out)
         self.assertEqual(j["stop"], "interrupted")

@@ -111,13 +111,13 @@ Run add_bench(CLI::App& app) {
     add_model_options(cmd, o->m);
     cmd->get_option("-c")->description("Context size in tokens (default: -p + -n)");
     cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp run (random ids)")
-        ->check(int_range(1, int64_t(1) << 24))
+        ->transform(int_range(1, int64_t(1) << 24))
         ->capture_default_str();
     cmd->add_option("-n,--n-gen", o->n_gen, "Tokens generated one at a time per tg run, after the prompt")
-        ->check(int_range(1, int64_t(1) << 24))
+        ->transform(int_range(1, int64_t(1) << 24))
         ->capture_default_str();
     cmd->add_option("-r,--repetitions", o->runs, "Runs of each test (mean ± stdev over them)")
-        ->check(int_range(1, 1 << 20))
+        ->transform(int_range(1, 1 << 20))
         ->capture_default_str();
     cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
     cmd->footer(

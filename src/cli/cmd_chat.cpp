@@ -173,7 +173,7 @@ Run add_chat(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("-n,--n-predict", o->n_predict,
                     "Most tokens per reply; -1 = until the end of the turn or a full context")
-        ->check(int_range(-1, int64_t(1) << 30))
+        ->transform(int_range(-1, int64_t(1) << 30))
         ->capture_default_str();
     add_sampling_options(cmd, o->s);
     cmd->footer(cmd->get_footer() + "\n\n" + kCommands);
@@ -235,6 +235,7 @@ Run add_chat(CLI::App& app) {
             // Chat templates: the reply's leading whitespace (llama2's ' ' after [/INST]) is not shown.
             bool started = tmpl.kind() == TemplateKind::raw;
             bool line_open = false;  // reply text on stdout since the last newline
+            bool printed = false;    // any reply text at all
             // Other work may have started or stopped on the cores since the last turn.
             if (refresh_threads(l, o->m.threads, 3) && !quiet) err("note: " + threads_note(l));
             const ChatTurn turn = session.send(
@@ -244,6 +245,7 @@ Run add_chat(CLI::App& app) {
                     if (b == std::string::npos) return;
                     started = true;
                     out(piece.substr(b));
+                    printed = true;
                     line_open = piece.back() != '\n';
                 },
                 &g_interrupted, [&](const std::string& notice) {
@@ -256,7 +258,7 @@ Run add_chat(CLI::App& app) {
                 continue;
             }
             last = turn;
-            if (line_open || !started) out("\n");
+            if (line_open || !printed) out("\n");
             if (turn.stats.interrupted || g_interrupted.load()) {  // a Ctrl-C during the reply ends only the reply
                 err("[interrupted]");
                 g_interrupted = false;

@@ -23,7 +23,7 @@ Run add_generate(CLI::App& app) {
     auto* p_opt = cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
     auto* f_opt = cmd->add_option("-f,--file", o->file, "Read the prompt from a file ('-' = stdin)");
     cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate; -1 = until EOS or a full context")
-        ->check(int_range(-1, int64_t(1) << 30))
+        ->transform(int_range(-1, int64_t(1) << 30))
         ->capture_default_str();
     cmd->add_flag("--no-bos", o->no_bos, "Do not prepend the BOS token");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end (text, token ids, counts, timings) instead of streaming");

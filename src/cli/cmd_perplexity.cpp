@@ -37,16 +37,16 @@ Run add_perplexity(CLI::App& app) {
     add_model_options(cmd, o->m, /*with_ctx=*/false);
     cmd->add_option("-f,--file", o->file, "Text file to evaluate")->required();
     cmd->add_option("-c,--ctx", o->ctx, "Tokens per chunk (or window); at most max_position_embeddings")
-        ->check(int_range(4, int64_t(1) << 24))
+        ->transform(int_range(4, int64_t(1) << 24))
         ->capture_default_str();
     cmd->add_option("--chunks", o->chunks, "Evaluate only the first K chunks (or windows, with --stride); -1 = all")
-        ->check(int_range(-1, int64_t(1) << 40))
+        ->transform(int_range(-1, int64_t(1) << 40))
         ->capture_default_str();
     cmd->add_option("--stride", o->stride,
                     "Sliding-window mode (HF's guide): a window of --ctx tokens every S tokens, each token scored once")
-        ->check(int_range(1, int64_t(1) << 24));
+        ->transform(int_range(1, int64_t(1) << 24));
     cmd->add_option("-b,--batch", o->batch, "Most tokens per forward pass")
-        ->check(int_range(1, int64_t(1) << 24))
+        ->transform(int_range(1, int64_t(1) << 24))
         ->capture_default_str();
     cmd->add_flag("--json", o->json, "Print the final figures and per-chunk values as JSON on stdout");
     cmd->add_flag("--kl-divergence,--kld", o->kld,

@@ -23,7 +23,7 @@ Run add_quantize(CLI::App& app) {
     cmd->add_option("--quant", o->m.quant, "Format: q8_0, q6_k or q4_k_m (llama.cpp's mix)")
         ->check(CLI::IsMember({"q8_0", "q6_k", "q4_k_m"}))
         ->required();
-    cmd->add_option("-t,--threads", o->m.threads, "Threads (default: physical cores)")->check(int_range(1, 1024));
+    cmd->add_option("-t,--threads", o->m.threads, "Threads (default: physical cores)")->transform(int_range(1, 1024));
     cmd->add_flag("--quiet", o->m.quiet, "Print nothing on stderr but errors");
     return [o] {
         const double t0 = now_seconds();

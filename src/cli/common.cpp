@@ -52,11 +52,12 @@ CLI::Validator int_range(int64_t lo, int64_t hi) {
     return CLI::Validator(
         [lo, hi, range](std::string& s) -> std::string {
             int64_t v = 0;
-            const char *b = s.data(), *e = s.data() + s.size();
+            const char *b = s.data() + (!s.empty() && s[0] == '+'), *e = s.data() + s.size();
             const auto [p, ec] = std::from_chars(b, e, v);
             if (ec == std::errc::result_out_of_range) return s + " is out of range (" + range + ")";
             if (ec != std::errc() || p != e) return s + " is not an integer";
             if (v < lo || v > hi) return s + " is out of range (" + range + ")";
+            s = std::to_string(v);  // as read here, in decimal (CLI11 would read a leading 0 as octal)
             return "";
         },
         "INT in [" + range + "]");
@@ -83,10 +84,10 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
         ->capture_default_str();
     cmd->add_option("-t,--threads", o.threads,
                     "Threads (default: physical cores, less those other processes keep busy)")
-        ->check(int_range(1, 1024));
+        ->transform(int_range(1, 1024));
     if (with_ctx)
         cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings, at most 4096)")
-            ->check(int_range(1, int64_t(1) << 24));
+            ->transform(int_range(1, int64_t(1) << 24));
     cmd->add_flag("--quiet", o.quiet, "Print nothing on stderr but errors");
     cmd->add_option("--quant", o.quant,
                     "Quantize the weight matrices at load: none (exact), q8_0, q6_k or q4_k_m (llama.cpp's mix)")
@@ -99,17 +100,17 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
 void add_sampling_options(CLI::App* cmd, SamplingOpts& o) {
     SamplerParams& p = o.p;
     cmd->add_option("--temp", p.temp, "Temperature; 0 = greedy")->check(float_range(0.0, 100.0))->capture_default_str();
-    cmd->add_option("--top-k", p.top_k, "Top-k; 0 = off")->check(int_range(0, 1 << 30))->capture_default_str();
+    cmd->add_option("--top-k", p.top_k, "Top-k; 0 = off")->transform(int_range(0, 1 << 30))->capture_default_str();
     cmd->add_option("--top-p", p.top_p, "Top-p (nucleus); 1 = off")->check(float_range(0.0, 1.0))->capture_default_str();
     cmd->add_option("--min-p", p.min_p, "Min-p; 0 = off")->check(float_range(0.0, 1.0))->capture_default_str();
     cmd->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty; 1 = off")
         ->check(float_range(0.001, 100.0))
         ->capture_default_str();
     cmd->add_option("--repeat-last-n", p.repeat_last_n, "Tokens the penalty looks back at; 0 = off, -1 = all")
-        ->check(int_range(-1, 1 << 30))
+        ->transform(int_range(-1, 1 << 30))
         ->capture_default_str();
     cmd->add_option("--seed", o.seed, "Random seed; -1 = random (printed on stderr)")
-        ->check(int_range(-1, std::numeric_limits<int64_t>::max()))
+        ->transform(int_range(-1, std::numeric_limits<int64_t>::max()))
         ->capture_default_str();
     cmd->footer(
         "Sampling chain, in order: repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw.\n"

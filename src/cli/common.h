@@ -23,9 +23,10 @@ struct ModelOpts {
 };
 void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx = true);
 
-// Flag checks that say what is wrong: an integer flag's text must be an integer ("abc is not an integer") within
-// [lo, hi] (past int64 too: "is out of range"); a float flag's a finite number within [lo, hi] (NaN and Inf, which
-// compare false with any bound, are refused).
+// Flag checks that say what is wrong: an integer flag's text must be a decimal integer ("abc is not an integer")
+// within [lo, hi] (past int64 too: "is out of range"), given as a transform (it rewrites the text in plain decimal,
+// which CLI11 would otherwise read as octal after a leading 0); a float flag's a finite number within [lo, hi] (NaN
+// and Inf, which compare false with any bound, are refused).
 CLI::Validator int_range(int64_t lo, int64_t hi);
 CLI::Validator float_range(double lo, double hi);
 

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
                 errno = 0;
                 const bool flushed = std::fflush(stdout) == 0;
                 const int e = errno;
+                if (e == EPIPE) return 141;  // the reader went away (SIGPIPE ignored by the parent): quietly
                 if (!flushed || std::ferror(stdout)) {
                     std::fprintf(stderr, "plainllama: error: stdout: write failed: %s\n",
                                  e ? std::strerror(e) : "an earlier write failed");

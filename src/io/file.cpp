@@ -13,6 +13,12 @@ namespace plainllama {
 
 namespace {
 
+mode_t current_umask() {
+    const mode_t m = ::umask(0);
+    ::umask(m);
+    return m;
+}
+
 // Every byte of [p, p + n) to fd; errno set on failure.
 bool write_all(int fd, const char* p, size_t n) {
     while (n > 0) {
@@ -31,26 +37,48 @@ bool write_all(int fd, const char* p, size_t n) {
 }  // namespace
 
 void write_file_atomic(const std::filesystem::path& path, const std::string& bytes) {
-    const std::string p = path.string();
-    auto fail = [&](int e) { throw Error(p + ": cannot be written: " + std::strerror(e)); };
-    struct stat st {};
-    const bool exists = ::stat(p.c_str(), &st) == 0;
-    if (exists && !S_ISREG(st.st_mode)) {  // /dev/stdout, a FIFO: no file to replace
-        const int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC);
+    const std::string shown = path.string();
+    auto fail = [&](int e) { throw Error(shown + ": cannot be written: " + std::strerror(e)); };
+    // A symlink is written through: the file it points at is replaced, the link stays.
+    std::error_code ec;
+    std::filesystem::path target = path;
+    if (std::filesystem::is_symlink(path, ec)) {
+        target = std::filesystem::weakly_canonical(path, ec);
+        if (ec) fail(ec.value());
+    }
+    const std::string p = target.string();
+    // In place, checked: an existing non-regular file (/dev/stdout, a FIFO: nothing to replace), or a file in a
+    // folder where no temporary file can be made.
+    auto in_place = [&](int flags) {
+        const int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC | flags, 0644);
         if (fd < 0) fail(errno);
-        const bool ok = write_all(fd, bytes.data(), bytes.size());
-        const int e = errno;
+        bool ok = write_all(fd, bytes.data(), bytes.size());
+        int e = errno;
+        if (ok && (flags & O_TRUNC) && ::fsync(fd) != 0) {
+            ok = false;
+            e = errno;
+        }
         if (::close(fd) != 0 && ok) fail(errno);
         if (!ok) fail(e);
-        return;
+    };
+    struct stat st {};
+    const bool exists = ::stat(p.c_str(), &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) return in_place(0);
+    if (exists && ::access(p.c_str(), W_OK) != 0) fail(errno);  // a read-only file stays as it is
+    const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+    std::string name = ".";  // ".NAME.XXXXXX" (built by appends: GCC 12 warns falsely on "." + string)
+    name.append(target.filename().string()).append(".XXXXXX");
+    std::string tmp = (dir / name).string();
+    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+    if (fd < 0) {
+        const int e = errno;
+        if (exists && (e == EACCES || e == EPERM)) return in_place(O_TRUNC);  // a folder we cannot write to
+        fail(e);
     }
-    const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    std::string name = ".";  // ".NAME.PID.tmp" (built by appends: GCC 12 warns falsely on "." + string)
-    name.append(path.filename().string()).append(".").append(std::to_string(::getpid())).append(".tmp");
-    const std::string tmp = (dir / name).string();
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, exists ? st.st_mode & 07777 : 0644);
-    if (fd < 0) fail(errno);
-    bool ok = write_all(fd, bytes.data(), bytes.size()) && ::fsync(fd) == 0;
+    bool ok = ::fchmod(fd, exists ? st.st_mode & 07777 : 0644 & ~current_umask()) == 0;
+    if (ok && exists && (st.st_uid != ::geteuid() || st.st_gid != ::getegid()))
+        (void)::fchown(fd, st.st_uid, st.st_gid);  // best effort: the owner's file stays the owner's
+    ok = ok && write_all(fd, bytes.data(), bytes.size()) && ::fsync(fd) == 0;
     int e = errno;
     if (::close(fd) != 0 && ok) {
         ok = false;
@@ -64,17 +92,27 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& byt
         ::unlink(tmp.c_str());
         fail(e);
     }
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // the new name on disk too
+    if (dfd >= 0) {
+        (void)::fsync(dfd);
+        ::close(dfd);
+    }
 }
 
 namespace {
 
-// Everything fd holds until end of file (name: for messages); fd closed.
+// Everything fd holds until end of file (name: for messages), at most kMaxInput bytes (-f /dev/zero must not
+// fill the memory); fd closed.
+constexpr size_t kMaxInput = size_t(1) << 30;
 std::string read_all(int fd, const std::string& name) {
     std::string bytes;
     char buf[1 << 16];
     for (;;) {
         const ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n > 0) {
+        if (n > 0 && bytes.size() + size_t(n) > kMaxInput) {
+            ::close(fd);
+            throw Error(name + ": larger than " + std::to_string(kMaxInput >> 20) + " MiB");
+        } else if (n > 0) {
             bytes.append(buf, size_t(n));
         } else if (n == 0) {
             break;
