@@ -351,7 +351,14 @@ TEST(QuantModel, Q4KMGivesMoreBitsWhereLlamaCppDoes) {
 // Accuracy on the trained tinystories3M, against llama.cpp's figures for the same weights and method (ctx 256, the
 // first 40 chunks of tinystories_val.txt; issue 16): each format's PPL within 0.2% of llama.cpp's same format, its
 // mean KL divergence from the F32 model at most 1.1x llama.cpp's, and the F32 reference's own PPL as llama.cpp's.
+// Under the sanitizers (a binary several times slower) the same runs on 4 chunks, checking only that the figures are
+// sane: the code is the same, the figures are the normal build's to check.
 TEST(QuantModel, PerplexityAndKlDivergenceAsLlamaCpp) {
+#if defined(__SANITIZE_ADDRESS__)
+    constexpr bool kSanitized = true;
+#else
+    constexpr bool kSanitized = false;
+#endif
     struct Row {
         const char* scheme;
         double ppl, kld;
@@ -359,9 +366,16 @@ TEST(QuantModel, PerplexityAndKlDivergenceAsLlamaCpp) {
     for (const Row& want : {Row{"q8_0", 4.4654, 0.000144}, Row{"q6_k", 4.4696, 0.000856}, Row{"q4_k_m", 4.4924, 0.006246}}) {
         const auto r = test::run_binary({"perplexity", "-m", test::model_dir("tinystories3M").string(), "-f",
                                          (test::shared_dir() / "data/tinystories_val.txt").string(), "-c", "256",
-                                         "--chunks", "40", "--quant", want.scheme, "--kl-divergence", "--json", "--quiet"});
+                                         "--chunks", kSanitized ? "4" : "40", "--quant", want.scheme, "--kl-divergence",
+                                         "--json", "--quiet"});
         ASSERT_EQ(r.status, 0) << r.err;
         const auto j = nlohmann::json::parse(r.out);
+        if (kSanitized) {
+            EXPECT_GT(j["ppl"].get<double>(), 1.0);
+            EXPECT_GE(j["kld"]["mean_kld"].get<double>(), 0.0);
+            EXPECT_GT(j["kld"]["same_top"].get<double>(), 0.8);
+            continue;
+        }
         EXPECT_NEAR(j["ppl"].get<double>(), want.ppl, 0.002 * want.ppl) << want.scheme;
         EXPECT_LE(j["kld"]["mean_kld"].get<double>(), 1.1 * want.kld) << want.scheme;
         EXPECT_NEAR(j["kld"]["ref_ppl"].get<double>(), 4.4631, 0.0001 * 4.4631) << want.scheme;

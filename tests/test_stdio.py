@@ -49,7 +49,8 @@ class Stdio(unittest.TestCase):
             self.assertEqual(out, "")
 
     def test_stdout_that_cannot_be_written(self):
-        for args in (GEN + ["-p", "Once upon"], [BINARY, "inspect", "-m", MODEL],
+        for args in (GEN + ["-p", "Once upon"], [BINARY, "inspect", "-m", MODEL], [BINARY, "--version"],
+                     [BINARY, "generate", "--help"],
                      [BINARY, "perplexity", "-m", MODEL, "-f", DATA, "-c", "64", "--chunks", "2", "--json", "--quiet"]):
             status, _, err = sh(q(args) + " > /dev/full")
             self.assertEqual(status, 1, args[1] + ": " + err)

@@ -236,6 +236,7 @@ Run add_chat(CLI::App& app) {
             bool started = tmpl.kind() == TemplateKind::raw;
             bool line_open = false;  // reply text on stdout since the last newline
             bool printed = false;    // any reply text at all
+            const bool stdout_failed = std::ferror(stdout);  // an earlier real write error is kept for the exit
             // Other work may have started or stopped on the cores since the last turn.
             if (refresh_threads(l, o->m.threads, 3) && !quiet) err("note: " + threads_note(l));
             const ChatTurn turn = session.send(
@@ -262,7 +263,7 @@ Run add_chat(CLI::App& app) {
             if (turn.stats.interrupted || g_interrupted.load()) {  // a Ctrl-C during the reply ends only the reply
                 err("[interrupted]");
                 g_interrupted = false;
-                std::clearerr(stdout);  // a write the Ctrl-C interrupted (EINTR) leaves the error flag set
+                if (!stdout_failed) std::clearerr(stdout);  // a write the Ctrl-C interrupted (EINTR) set the flag
             }
         }
         if (!quiet) {

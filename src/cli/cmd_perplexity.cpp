@@ -139,7 +139,7 @@ Run add_perplexity(CLI::App& app) {
                                 {"chunk_ppl", r.window_ppl}, {"running_ppl", r.running_ppl},
                                 {"quant", o->m.quant},
                                 // "interrupted": Ctrl-C; the figures cover the chunks finished before it
-                                {"stop", g_interrupted.load() ? "interrupted" : "complete"}};
+                                {"stop", r.interrupted ? "interrupted" : "complete"}};
             if (reference)
                 j["kld"] = {{"ref_ppl", r.ref_ppl}, {"mean_kld", r.mean_kld}, {"kld_stderr", r.kld_stderr},
                             {"same_top", r.same_top}};
@@ -150,7 +150,7 @@ Run add_perplexity(CLI::App& app) {
                 std::printf("unquantized PPL = %.4f; mean KLD = %.6f +/- %.6f; same top token %.2f%%\n", r.ref_ppl,
                             r.mean_kld, r.kld_stderr, 100.0 * r.same_top);
         }
-        return g_interrupted.load() ? 130 : 0;
+        return r.interrupted ? 130 : 0;  // a Ctrl-C after the last chunk changes nothing
     };
 }
 

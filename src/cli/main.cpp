@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 #include <exception>
 #include <map>
 #include <string>
@@ -9,6 +10,27 @@
 #include "commands.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/sys/error.h"
+
+namespace {
+
+// What went to stdout must have got there (a full disk, /dev/full): an error with status 1 otherwise. A closed
+// pipe ends the program by SIGPIPE before this, quietly, as other Unix tools; EPIPE (SIGPIPE ignored by the
+// parent) ends it quietly too.
+int finish_stdout(int status) {
+    std::cout.flush();
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0 && !std::cout.fail();
+    const int e = errno;
+    if (e == EPIPE) return 141;
+    if (!flushed || std::ferror(stdout)) {
+        std::fprintf(stderr, "plainllama: error: stdout: write failed: %s\n",
+                     e ? std::strerror(e) : "an earlier write failed");
+        return 1;
+    }
+    return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
     using namespace plainllama;
@@ -42,11 +64,11 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
+        return finish_stdout(app.exit(e));
     } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
+        return finish_stdout(app.exit(e));
     } catch (const CLI::CallForVersion& e) {
-        return app.exit(e);
+        return finish_stdout(app.exit(e));
     } catch (const CLI::ParseError& e) {
         std::fprintf(stderr, "plainllama: error: %s (see --help)\n", e.what());
         return 2;
@@ -55,19 +77,7 @@ int main(int argc, char** argv) {
         kernels_isa();  // chooses the kernels now: a PLAINLLAMA_KERNELS this CPU cannot run is an error before any work
         for (auto& [sub, run] : runs)
             if (sub->parsed()) {
-                const int status = run();
-                // What went to stdout must have got there (a full disk, /dev/full); a closed pipe ends the
-                // program by SIGPIPE before this, quietly, as other Unix tools.
-                errno = 0;
-                const bool flushed = std::fflush(stdout) == 0;
-                const int e = errno;
-                if (e == EPIPE) return 141;  // the reader went away (SIGPIPE ignored by the parent): quietly
-                if (!flushed || std::ferror(stdout)) {
-                    std::fprintf(stderr, "plainllama: error: stdout: write failed: %s\n",
-                                 e ? std::strerror(e) : "an earlier write failed");
-                    return 1;
-                }
-                return status;
+                return finish_stdout(run());
             }
         return 2;
     } catch (const UsageError& e) {

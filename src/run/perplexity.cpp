@@ -123,7 +123,10 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
         }
         if (error) std::rethrow_exception(error);
         for (int64_t i = 0; i < batch; ++i) {  // in chunk order, as if one after another
-            if (!done[size_t(i)]) return r;
+            if (!done[size_t(i)]) {  // the abort stopped it
+                r.interrupted = true;
+                return r;
+            }
             NllSums part;
             for (double x : nll[size_t(i)]) {
                 part.add(x);
@@ -176,7 +179,10 @@ PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tok
         const int64_t end = std::min(begin + n_ctx, n);
         ctx.reset();
         const float* logits = ctx.eval(tokens.data() + begin, end - begin, /*all_logits=*/true, abort);
-        if (!logits) return r;
+        if (!logits) {
+            r.interrupted = true;
+            return r;
+        }
         NllSums part;
         for (int64_t t = std::max(prev_end, begin + 1); t < end; ++t) {  // target t predicted at t-1
             const double nll = token_nll(logits + (t - 1 - begin) * V, V, tokens[size_t(t)]);

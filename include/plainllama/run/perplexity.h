@@ -16,6 +16,7 @@ struct PerplexityResult {
     int64_t n_windows = 0;               // chunks or windows evaluated
     std::vector<double> running_ppl;     // after each chunk/window: exp(mean NLL so far)
     std::vector<double> window_ppl;      // each chunk/window on its own
+    bool interrupted = false;            // the abort stopped it before the last chunk/window
     // Against a reference model (perplexity_chunks with `reference`), over the scored tokens:
     double ref_ppl = 0;        // the reference's perplexity
     double mean_kld = 0;       // mean KL divergence KL(reference || this) of the next-token distributions
