@@ -216,137 +216,12 @@ void widen(float* out, const T* src, int64_t n) {
     if (i < n) _mm512_mask_storeu_ps(out + i, tail_mask(n - i), load16(src + i, tail_mask(n - i)));
 }
 
-// ---- quantized weights, decode: 16 rows at a time, one row per lane of the float steps. Each row's integer sums
-// of a block are vectors of partial sums (u8 x s8 pairs summed into s16 by vpmaddubsw, never saturating here: at
-// most 2 x 63 x 127; then times the sub-block scales into s32 by vpmaddwd), reduced 16 rows at once into one vector
-// whose lane i is row i's exact block sum; then quant.inc's float steps for the 16 rows in their lanes, in its
-// order: the same bits as quant.inc's kernels, which take the rows left over.
+// ---- quantized weights, decode, on the tiles of 16 interleaved rows (quant.h): each row's integer sums in its own
+// lane, then quant.inc's float steps for the 16 rows in their lanes, in its order: the same bits as quant.inc's
+// kernels, which also take matrices whose rows do not come in groups of 16 (not tiled).
 
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
-
-inline __m512i join(__m256i lo, __m256i hi) { return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1); }
-inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// Lane i = the sum of v[i]'s 16 lanes (v is overwritten).
-inline __m512i reduce16(__m512i* v) {
-    for (int i = 0; i < 8; ++i)  // 128-bit lane q of v[i]: row 2i's and row 2i+1's partial sums interleaved
-        v[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
-    for (int i = 0; i < 4; ++i)  // 128-bit lane q of v[i]: rows 4i .. 4i+3, partial
-        v[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi64(v[2 * i], v[2 * i + 1]));
-    for (int i = 0; i < 2; ++i)  // [rows 8i .. 8i+3 (two halves summed), rows 8i+4 .. 8i+7] twice over
-        v[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2 * i], v[2 * i + 1], 0x88),
-                                _mm512_shuffle_i32x4(v[2 * i], v[2 * i + 1], 0xDD));
-    return _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], 0x88), _mm512_shuffle_i32x4(v[0], v[1], 0xDD));
-}
-
-// Prefetch a row's bytes kAhead on, n of them (16 rows are 16 streams: more than the hardware prefetcher follows).
-constexpr int64_t kAhead = 1024;
-inline void prefetch_ahead(const uint8_t* p, int64_t n) {
-    for (int64_t o = 0; o < n; o += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kAhead + o), _MM_HINT_T0);
-}
-
-// The 32-bit words at p + i * stride for the 16 rows i.
-inline __m512i gather_rows(const uint8_t* p, int64_t stride) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(int(stride)));
-    return _mm512_i32gather_epi32(idx, p, 1);
-}
-inline __m512 low_halves(__m512i words) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words)); }
-inline __m512 high_halves(__m512i words) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words, 16))); }
-
-// q8_0 (quants in [-127, 127], as the format's quantizer writes them): w . x as |x| . (w with x's sign).
-void matvec_q8_0_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t r0, int64_t r1) {
-    const int64_t nb = K / 32, row = nb * 34;
-    const __m512i ones = _mm512_set1_epi16(1);
-    int64_t r = r0;
-    for (; r + 16 <= r1; r += 16) {
-        const uint8_t* w = W + r * row;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b, w += 34) {
-            const __m512i xv = _mm512_broadcast_i64x4(load32(x[b].qs));
-            const __mmask64 neg = _mm512_movepi8_mask(xv);
-            const __m512i ax = _mm512_abs_epi8(xv);
-            __m512i v[16];
-            if (b % 2 == 0)
-                for (int i = 0; i < 16; ++i) prefetch_ahead(w + i * row, 68);
-            for (int i = 0; i < 8; ++i) {  // rows i and i + 8
-                const __m512i q = join(load32(w + i * row + 2), load32(w + (i + 8) * row + 2));
-                const __m512i sq = _mm512_mask_sub_epi8(q, neg, _mm512_setzero_si512(), q);
-                const __m512i d = _mm512_madd_epi16(_mm512_maddubs_epi16(ax, sq), ones);
-                v[i] = _mm512_maskz_mov_epi32(0x00FF, d);
-                v[i + 8] = _mm512_maskz_mov_epi32(0xFF00, d);
-            }
-            const __m512i isum = reduce16(v);
-            const __m512 d = _mm512_mul_ps(low_halves(gather_rows(w, row)), _mm512_set1_ps(x[b].d));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
-        }
-        _mm512_storeu_ps(out + r, acc);
-    }
-    matvec_q8_0(out, W, K, x, r, r1);
-}
-
-// q4_k sub-blocks' 6-bit scales (low 8 bytes) and mins (high 8 bytes) from the 12 packed bytes at s (quant.h; 4
-// more bytes are read, which the block always has after them), as dwords: s0-3, s4-7, s8-11 -> sc0-3, sc4-7, m0-3,
-// m4-7.
-inline __m128i q4k_scales_mins(const uint8_t* s) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-    const __m128i lo6 = _mm_and_si128(a, _mm_set1_epi8(0x3F));  // sc0-3 | m0-3
-    const __m128i b = _mm_shuffle_epi32(a, 0xAA);                // s8-11 in every dword
-    const __m128i low4 = _mm_and_si128(_mm_srlv_epi32(b, _mm_setr_epi32(0, 4, 0, 0)), _mm_set1_epi8(0x0F));
-    const __m128i top2 = _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(a, 6), _mm_set1_epi8(0x03)), 4);
-    return _mm_unpacklo_epi32(lo6, _mm_or_si128(low4, top2));  // [sc0-3, sc4-7, m0-3, m4-7]
-}
-
-void matvec_q4_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) {
-    const int64_t nb = K / 256, row = nb * 144;
-    const __m512i nib = _mm512_set1_epi8(0x0F);
-    // s16 lanes 0-15 take the scale of sub-block a, 16-31 of b: (a, b) = (0, 2), (1, 3), (4, 6), (5, 7).
-    auto pick = [](int a, int b) {
-        return join(_mm256_set1_epi16(int16_t(a)), _mm256_set1_epi16(int16_t(b)));
-    };
-    const __m512i sel[4] = {pick(0, 2), pick(1, 3), pick(4, 6), pick(5, 7)};
-    int64_t r = r0;
-    for (; r + 16 <= r1; r += 16) {
-        const uint8_t* w = W + r * row;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b, w += 144) {
-            const int8_t* xq = x[b].qs;
-            // x in the nibbles' order: [p][lo/hi]: weights 128p + (0..31, 64..95) and 128p + (32..63, 96..127)
-            const __m512i xs[4] = {join(load32(xq), load32(xq + 64)), join(load32(xq + 32), load32(xq + 96)),
-                                   join(load32(xq + 128), load32(xq + 192)), join(load32(xq + 160), load32(xq + 224))};
-            const __m128i bs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums));  // s16 x 8: 0..7
-            const __m128i bs_hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].bsums + 8));
-            const __m128i pairs = _mm_packs_epi32(_mm_madd_epi16(bs, _mm_set1_epi16(1)),
-                                                  _mm_madd_epi16(bs_hi, _mm_set1_epi16(1)));  // s16 x 8: sub-blocks
-            __m512i v[16], m[16];
-            for (int i = 0; i < 16; ++i) {
-                const uint8_t* wi = w + i * row;
-                prefetch_ahead(wi, 144);
-                const __m128i sm = q4k_scales_mins(wi + 4);
-                const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));  // s16: scales 0..7, mins 0..7
-                m[i] = _mm512_zextsi128_si512(_mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)), pairs));
-                __m512i sum = _mm512_setzero_si512();
-                for (int p = 0; p < 2; ++p) {
-                    const __m512i q = _mm512_loadu_si512(wi + 16 + 64 * p);
-                    const __m512i lo = _mm512_and_si512(q, nib), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
-                    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, xs[2 * p]),
-                                                                  _mm512_permutexvar_epi16(sel[2 * p], sc16)));
-                    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, xs[2 * p + 1]),
-                                                                  _mm512_permutexvar_epi16(sel[2 * p + 1], sc16)));
-                }
-                v[i] = sum;
-            }
-            const __m512i isum = reduce16(v), imin = reduce16(m);
-            const __m512i dd = gather_rows(w, row);  // d | dmin << 16
-            const __m512 t = _mm512_sub_ps(_mm512_mul_ps(low_halves(dd), _mm512_cvtepi32_ps(isum)),
-                                           _mm512_mul_ps(high_halves(dd), _mm512_cvtepi32_ps(imin)));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(x[b].d), t));
-        }
-        _mm512_storeu_ps(out + r, acc);
-    }
-    matvec_q4_k(out, W, K, x, r, r1);
-}
 
 // q4_k, 16 interleaved rows per tile (quant.h): each 64-byte load holds 4 weights of each of the 16 rows, so the
 // products of a sub-block accumulate per row in the lanes (u8 x s8 in groups of 4 into s32: Dot4), then times the
@@ -513,57 +388,6 @@ void matvec_q6_k_x16_vnni(float* out, const uint8_t* W, int64_t K,
     matvec_q6_k_x16_body<Dot4Vnni>(out, W, K, x, g0, g1);
 }
 
-void matvec_q6_k_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) {
-    const int64_t nb = K / 256, row = nb * 210;
-    const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3);
-    // s16 lane l of the scale vector for weights 64c .. 64c + 63 (sub-blocks 4c .. 4c + 3): sub-block 4c + l / 8.
-    __m512i sel[4];
-    for (int c = 0; c < 4; ++c) {
-        alignas(64) int16_t idx[32];
-        for (int l = 0; l < 32; ++l) idx[l] = int16_t(4 * c + l / 8);
-        sel[c] = _mm512_load_si512(idx);
-    }
-    int64_t r = r0;
-    for (; r + 16 <= r1; r += 16) {
-        const uint8_t* w = W + r * row;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b, w += 210) {
-            const int8_t* xq = x[b].qs;
-            const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].bsums));
-            __m512i v[16];
-            for (int i = 0; i < 16; ++i) {
-                const uint8_t* wi = w + i * row;
-                prefetch_ahead(wi, 210);
-                const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wi + 192)));
-                const __m512i sc = _mm512_castsi256_si512(sc16);
-                // the values are stored + 32: subtract 32 sum_j sc_j (sum of x's quants in sub-block j)
-                __m512i sum = _mm512_zextsi256_si512(_mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5));
-                sum = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
-                for (int h = 0; h < 2; ++h) {  // 128 weights: ql[64h ..], qh[32h ..]
-                    const __m512i ql = _mm512_loadu_si512(wi + 64 * h);
-                    const __m256i qh = load32(wi + 128 + 32 * h);
-                    const __m512i hb = join(qh, _mm256_srli_epi16(qh, 2));  // bits 0-1: weights 0..31, 2-3: 32..63
-                    const __m512i hi_a = _mm512_slli_epi16(_mm512_and_si512(hb, two), 4);
-                    const __m512i hi_b = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hb, 4), two), 4);
-                    const __m512i qa = _mm512_or_si512(_mm512_and_si512(ql, nib), hi_a);  // weights 0 .. 63
-                    const __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nib), hi_b);
-                    const int8_t* xh = xq + 128 * h;
-                    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(qa, _mm512_loadu_si512(xh)),
-                                                                  _mm512_permutexvar_epi16(sel[2 * h], sc)));
-                    sum = _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(qb, _mm512_loadu_si512(xh + 64)),
-                                                                  _mm512_permutexvar_epi16(sel[2 * h + 1], sc)));
-                }
-                v[i] = sum;
-            }
-            const __m512i isum = reduce16(v);
-            const __m512 d = _mm512_mul_ps(high_halves(gather_rows(w + 206, row)), _mm512_set1_ps(x[b].d));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
-        }
-        _mm512_storeu_ps(out + r, acc);
-    }
-    matvec_q6_k(out, W, K, x, r, r1);
-}
-
 #pragma GCC pop_options
 
 // Four independent accumulators, so the adds' latency does not limit the loads.
@@ -608,9 +432,9 @@ constexpr Kernels kTable = {
     .dequantize = dequantize,
     .quantize_q8x32 = quantize_q8x32,
     .quantize_q8x256 = quantize_q8x256,
-    .matvec_q8_0 = matvec_q8_0_v,
-    .matvec_q4_k = matvec_q4_k_v,
-    .matvec_q6_k = matvec_q6_k_v,
+    .matvec_q8_0 = matvec_q8_0,
+    .matvec_q4_k = matvec_q4_k,
+    .matvec_q6_k = matvec_q6_k,
     .matvec_q8_0_x16 = matvec_q8_0_x16_v,
     .matvec_q4_k_x16 = matvec_q4_k_x16_v,
     .matvec_q6_k_x16 = matvec_q6_k_x16_v,

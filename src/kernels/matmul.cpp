@@ -74,48 +74,46 @@ void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
             tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
 }
 
-// x [T, K] as 8-bit blocks, for the quantized matrices of a product: once per product and block size needed, row
-// t's blocks at t * K / block.
+// x [K] as 8-bit blocks, for the quantized matrices of a decode step: once per step and block size needed.
 struct QuantizedX {
     const BlockQ8x32* q32 = nullptr;
     const BlockQ8x256* q256 = nullptr;
 };
-QuantizedX quantize_x(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, int64_t K) {
+QuantizedX quantize_x(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
     static thread_local std::vector<BlockQ8x32> q32;
     static thread_local std::vector<BlockQ8x256> q256;
     QuantizedX q;
     for (int i = 0; i < n_jobs; ++i) {
         const QuantType t = jobs[i].W->quant;
         if (t == QuantType::q8_0 && !q.q32) {
-            q32.resize(size_t(T * K / 32));
-            for (int64_t r = 0; r < T; ++r) ks.quantize_q8x32(q32.data() + r * K / 32, x + r * K, K);
+            q32.resize(size_t(K / 32));
+            ks.quantize_q8x32(q32.data(), x, K);
             q.q32 = q32.data();
         } else if ((t == QuantType::q4_k || t == QuantType::q6_k) && !q.q256) {
-            q256.resize(size_t(T * K / 256));
-            for (int64_t r = 0; r < T; ++r) ks.quantize_q8x256(q256.data() + r * K / 256, x + r * K, K);
+            q256.resize(size_t(K / 256));
+            ks.quantize_q8x256(q256.data(), x, K);
             q.q256 = q256.data();
         }
     }
     return q;
 }
 
-// out[r] = W[r, :] x_t for rows r0 .. r1-1 of a quantized W, x_t token t's quantized row.
-void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const QuantizedX& xq, int64_t t, int64_t r0,
-                  int64_t r1) {
+// out[r] = W[r, :] x for rows r0 .. r1-1 of a quantized W, x quantized.
+void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const QuantizedX& xq, int64_t r0, int64_t r1) {
     const auto* data = static_cast<const uint8_t*>(W.data);
     switch (W.quant) {
         case QuantType::q8_0:
             if (tiled(W.quant, W.N))  // r0, r1: multiples of 16 (panels of 32 rows, N of 16)
-                return ks.matvec_q8_0_x16(out, data, W.K, xq.q32 + t * (W.K / 32), r0 / 16, r1 / 16);
-            return ks.matvec_q8_0(out, data, W.K, xq.q32 + t * (W.K / 32), r0, r1);
+                return ks.matvec_q8_0_x16(out, data, W.K, xq.q32, r0 / 16, r1 / 16);
+            return ks.matvec_q8_0(out, data, W.K, xq.q32, r0, r1);
         case QuantType::q4_k:
             if (tiled(W.quant, W.N))
-                return ks.matvec_q4_k_x16(out, data, W.K, xq.q256 + t * (W.K / 256), r0 / 16, r1 / 16);
-            return ks.matvec_q4_k(out, data, W.K, xq.q256 + t * (W.K / 256), r0, r1);
+                return ks.matvec_q4_k_x16(out, data, W.K, xq.q256, r0 / 16, r1 / 16);
+            return ks.matvec_q4_k(out, data, W.K, xq.q256, r0, r1);
         case QuantType::q6_k:
             if (tiled(W.quant, W.N))
-                return ks.matvec_q6_k_x16(out, data, W.K, xq.q256 + t * (W.K / 256), r0 / 16, r1 / 16);
-            return ks.matvec_q6_k(out, data, W.K, xq.q256 + t * (W.K / 256), r0, r1);
+                return ks.matvec_q6_k_x16(out, data, W.K, xq.q256, r0 / 16, r1 / 16);
+            return ks.matvec_q6_k(out, data, W.K, xq.q256, r0, r1);
         case QuantType::none: return;
     }
 }
@@ -123,7 +121,7 @@ void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const Qu
 void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const QuantizedX& xq, int64_t p0,
                    int64_t p1) {
     const PackedMatrix& W = *j.W;
-    if (W.quant != QuantType::none) return matvec_quant(ks, j.out, W, xq, 0, p0 * kNR, std::min(W.N, p1 * kNR));
+    if (W.quant != QuantType::none) return matvec_quant(ks, j.out, W, xq, p0 * kNR, std::min(W.N, p1 * kNR));
     switch (W.dtype) {
         case DType::F32:
             return ks.matvec_f32(j.out, x, static_cast<const float*>(W.data), W.N, W.K, p0, p1);
@@ -139,7 +137,7 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const 
 // Decode: out_i = W_i x for every job, in one parallel region: the panels of all jobs, end to end, are cut into
 // one contiguous range per thread, so each thread streams its share of the weights once.
 void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
-    const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, 1, K);
+    const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, K);
     int64_t panels = 0;
     for (int i = 0; i < n_jobs; ++i) panels += n_panels(jobs[i].W->N);
 #pragma omp parallel if (panels * kPanel * K >= kParallelWork)
