@@ -46,5 +46,18 @@ TEST(WriteFileAtomic, ReplacesWholeKeepsModeAndLinks) {
     EXPECT_EQ(entries(tmp.path()), 2);
 }
 
+TEST(WriteFileAtomic, NewFileTakesTheModeAsked) {
+    test::TempDir tmp;
+    const mode_t old = ::umask(022);
+    write_file_atomic(tmp / "private", "secret", 0600);
+    write_file_atomic(tmp / "shared", "public");
+    ::umask(old);
+    struct stat st {};
+    ASSERT_EQ(::stat((tmp / "private").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+    ASSERT_EQ(::stat((tmp / "shared").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0644u);
+}
+
 }  // namespace
 }  // namespace plainllama

@@ -3,9 +3,11 @@
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import unittest_summary
@@ -63,6 +65,41 @@ class PerplexityScript(unittest.TestCase):
             self.assertIn("no model.safetensors", rows[1]["error"])
             self.assertIn("| broken | ? | tinystories_val.txt | 128 | — | failed:", r.stdout)
             self.assertNotIn("Traceback", r.stderr)
+
+    def test_ctrl_c_keeps_the_finished_rows(self):
+        # Ctrl-C (SIGINT to the process group, as a terminal sends it) during the second run: the first row is
+        # printed and written, no traceback, exit status 130. The second data set is a FIFO nobody writes, so the
+        # second run waits for it for as long as the test needs.
+        with tempfile.TemporaryDirectory() as tmp:
+            fifo = os.path.join(tmp, "never_written.txt")
+            os.mkfifo(fifo)
+            cmd = [sys.executable, SCRIPT, "--binary", BINARY, "-c", "128", "--chunks", "2", "-t", "1",
+                   "-m", os.path.join(SHARED, "models", "stories260K"),
+                   "-d", os.path.join(SHARED, "data", "tinystories_val.txt"), "-d", fifo,
+                   "--json", os.path.join(tmp, "r.json")]
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+            err = ""
+            try:
+                for line in p.stderr:
+                    err += line
+                    if "never_written.txt ..." in line:
+                        break
+                time.sleep(0.5)  # the second run is waiting on the FIFO
+                os.killpg(p.pid, signal.SIGINT)
+                out, rest = p.communicate(timeout=60)
+            finally:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            err += rest
+            self.assertEqual(p.returncode, 130, err)
+            self.assertNotIn("Traceback", err)
+            self.assertIn("interrupted; the table holds the runs that finished", err)
+            self.assertIn("| stories260K | F32 | tinystories_val.txt | 128 | 2 |", out)
+            self.assertNotIn("never_written", out)
+            rows = json.load(open(os.path.join(tmp, "r.json")))
+            self.assertEqual([(x["dataset"], x["error"]) for x in rows], [("tinystories_val.txt", "")])
 
     def test_missing_binary(self):
         r = subprocess.run([sys.executable, SCRIPT, "--binary", "/nonexistent/plainllama"], capture_output=True, text=True)

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "line_input.h"
 #include "plainllama/io/file.h"
 #include "plainllama/io/utf8.h"
 #include "plainllama/run/chat.h"
@@ -31,44 +32,6 @@ const char* kCommands =
     "  /stats          tokens used of the context, speeds\n"
     "  /exit           quit (as does Ctrl-D; Ctrl-C stops a reply, or quits at the prompt)\n"
     "A line starting with // sends the rest of it, starting with /.";
-
-enum class ReadStatus { line, eof, interrupted };
-
-// Lines from fd 0 with read(2), so a Ctrl-C (SIGINT without SA_RESTART) ends a wait at the prompt.
-class LineReader {
-public:
-    ReadStatus next(std::string& line) {
-        for (;;) {
-            const size_t nl = buf_.find('\n');
-            if (nl != std::string::npos) {
-                line = buf_.substr(0, nl);
-                buf_.erase(0, nl + 1);
-                if (!line.empty() && line.back() == '\r') line.pop_back();
-                return ReadStatus::line;
-            }
-            if (eof_) {
-                if (buf_.empty()) return ReadStatus::eof;
-                line.swap(buf_);
-                buf_.clear();
-                return ReadStatus::line;
-            }
-            if (g_interrupted.load()) return ReadStatus::interrupted;
-            char tmp[4096];
-            const ssize_t n = ::read(0, tmp, sizeof tmp);
-            if (n > 0) {
-                buf_.append(tmp, size_t(n));
-            } else if (n < 0 && errno == EINTR) {
-                continue;  // g_interrupted is checked above
-            } else {
-                eof_ = true;
-            }
-        }
-    }
-
-private:
-    std::string buf_;
-    bool eof_ = false;
-};
 
 void out(const std::string& s) {
     std::fwrite(s.data(), 1, s.size(), stdout);
@@ -162,6 +125,7 @@ Run add_chat(CLI::App& app) {
         SamplingOpts s;
         std::string system, tmpl = "auto";
         int64_t n_predict = -1;
+        bool no_history = false;
     };
     auto o = std::make_shared<Opts>();
     add_model_options(cmd, o->m);
@@ -175,6 +139,9 @@ Run add_chat(CLI::App& app) {
                     "Most tokens per reply; -1 = until the end of the turn or a full context")
         ->transform(int_range(-1, int64_t(1) << 30))
         ->capture_default_str();
+    cmd->add_flag("--no-history", o->no_history,
+                  "On a terminal, neither read nor write the history file (up-arrow recalls this session's lines "
+                  "only); without it: $XDG_STATE_HOME/plainllama/history or ~/.local/state/plainllama/history");
     add_sampling_options(cmd, o->s);
     cmd->footer(cmd->get_footer() + "\n\n" + kCommands);
     return [o] {
@@ -206,14 +173,13 @@ Run add_chat(CLI::App& app) {
         }
 
         install_sigint_handler(/*restart_io=*/false);
-        LineReader reader;
+        LineInput input(o->no_history ? std::filesystem::path() : default_history_file());
         std::optional<ChatTurn> last;  // the last reply, for /stats
         int status = 0;
         bool failed = false;  // a line refused or a command failed: piped input exits 1 at the end
         std::string line;
         for (;;) {
-            if (interactive) out("> ");
-            const ReadStatus rs = reader.next(line);
+            const ReadStatus rs = input.next(line, interactive ? "> " : "");
             if (rs != ReadStatus::line) {
                 if (interactive) out("\n");
                 if (rs == ReadStatus::interrupted) status = 130;
@@ -221,6 +187,7 @@ Run add_chat(CLI::App& app) {
             }
             const std::string t = trim(line);
             if (t.empty()) continue;
+            input.remember(line);
             if (invalid_utf8_at(t) != std::string::npos) {
                 err("this line is not valid UTF-8; it was not sent");
                 failed = true;
@@ -266,6 +233,7 @@ Run add_chat(CLI::App& app) {
                 if (!stdout_failed) std::clearerr(stdout);  // a write the Ctrl-C interrupted (EINTR) set the flag
             }
         }
+        input.save_history();
         if (!quiet) {
             err("");
             print_stats(session, nullptr);

@@ -36,7 +36,7 @@ bool write_all(int fd, const char* p, size_t n) {
 
 }  // namespace
 
-void write_file_atomic(const std::filesystem::path& path, const std::string& bytes) {
+void write_file_atomic(const std::filesystem::path& path, const std::string& bytes, unsigned new_mode) {
     const std::string shown = path.string();
     auto fail = [&](int e) { throw Error(shown + ": cannot be written: " + std::strerror(e)); };
     // A symlink is written through: the file it points at is replaced, the link stays.
@@ -50,7 +50,7 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& byt
     // In place, checked: an existing non-regular file (/dev/stdout, a FIFO: nothing to replace), or a file in a
     // folder where no temporary file can be made.
     auto in_place = [&](int flags) {
-        const int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC | flags, 0644);
+        const int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC | flags, mode_t(new_mode));
         if (fd < 0) fail(errno);
         bool ok = write_all(fd, bytes.data(), bytes.size());
         int e = errno;
@@ -75,7 +75,7 @@ void write_file_atomic(const std::filesystem::path& path, const std::string& byt
         if (exists && (e == EACCES || e == EPERM)) return in_place(O_TRUNC);  // a folder we cannot write to
         fail(e);
     }
-    bool ok = ::fchmod(fd, exists ? st.st_mode & 07777 : 0644 & ~current_umask()) == 0;
+    bool ok = ::fchmod(fd, exists ? st.st_mode & 07777 : mode_t(new_mode) & ~current_umask()) == 0;
     if (ok && exists && (st.st_uid != ::geteuid() || st.st_gid != ::getegid()))
         (void)::fchown(fd, st.st_uid, st.st_gid);  // best effort: the owner's file stays the owner's
     ok = ok && write_all(fd, bytes.data(), bytes.size()) && ::fsync(fd) == 0;

@@ -16,8 +16,8 @@ std::string read_input(const std::string& path);
 
 // Writes `bytes` to `path` so that a failure never loses what was there: into a new file beside it, every write,
 // the flush to disk and the close checked, then renamed over it. An existing path that is not a regular file (a
-// device, a FIFO) is written in place, checked likewise. Throws Error "<path>: cannot be written: <reason>" (the
-// temporary file removed).
-void write_file_atomic(const std::filesystem::path& path, const std::string& bytes);
+// device, a FIFO) is written in place, checked likewise. An existing file keeps its mode and owner; a new one gets
+// `new_mode` less the umask. Throws Error "<path>: cannot be written: <reason>" (the temporary file removed).
+void write_file_atomic(const std::filesystem::path& path, const std::string& bytes, unsigned new_mode = 0644);
 
 }  // namespace plainllama

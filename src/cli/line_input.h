@@ -1,0 +1,44 @@
+// The chat's user lines. On a terminal: libedit (BSD-licensed line editing: arrow keys, the emacs bindings,
+// ~/.editrc), with the session's lines recalled by up-arrow and kept across sessions in a history file. On a pipe
+// or a file: plain read(2), line by line, as the bytes come.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace plainllama::cli {
+
+enum class ReadStatus { line, eof, interrupted };
+
+class LineInput {
+public:
+    // `history_file` (terminal only; empty: none) is read now and written back, mode 0600, by save_history().
+    // Problems with it are warnings on stderr: the chat goes on without.
+    explicit LineInput(std::filesystem::path history_file = {});
+    ~LineInput();
+    LineInput(const LineInput&) = delete;
+    LineInput& operator=(const LineInput&) = delete;
+
+    bool terminal() const { return editor_ != nullptr; }
+
+    // The next line, without its newline. A Ctrl-C while waiting (SIGINT, installed without SA_RESTART) gives
+    // `interrupted`.
+    ReadStatus next(std::string& line, const char* prompt);
+
+    // Remembers a line the user sent, for up-arrow (terminal only).
+    void remember(const std::string& line);
+
+    // Writes the history file, when there is one (a warning on failure).
+    void save_history();
+
+private:
+    struct Editor;
+    std::unique_ptr<Editor> editor_;  // null: not a terminal
+    std::string buf_;                 // read(2) mode: bytes after the last line returned
+    bool eof_ = false;
+};
+
+// $XDG_STATE_HOME/plainllama/history, or ~/.local/state/plainllama/history; empty when neither variable is set.
+std::filesystem::path default_history_file();
+
+}  // namespace plainllama::cli
