@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # The tests also need python3-numpy (script tests), qemu-user (the binary on emulated older CPUs) and curl
 # (models/fetch.sh against a local fake hub).
 packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libsentencepiece-dev libonig-dev
-          libedit-dev libgtest-dev libbenchmark-dev python3 python3-numpy qemu-user curl)
+          libedit-dev libcpp-httplib-dev libgtest-dev libbenchmark-dev python3 python3-numpy qemu-user curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,6 +18,19 @@ if ((${#missing[@]})); then
   [[ $(id -u) -eq 0 ]] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The server's client test runs the `openai` package from the npm registry with Node.js (Debian's nodejs and npm
+# when node is missing), installed into tests/openai/node_modules (git-ignored).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "setup: installing nodejs npm" >&2
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+fi
+if [[ ! -d tests/openai/node_modules/openai ]]; then
+  (cd tests/openai && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null)
 fi
 
 build_dir=${BUILD_DIR:-build}

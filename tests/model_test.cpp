@@ -381,6 +381,58 @@ INSTANTIATE_TEST_SUITE_P(Folders, HalfPrecision,
                          ::testing::Values(HalfCase{"stories260K-bf16", 0.25}, HalfCase{"stories260K-f16", 0.05}),
                          [](const auto& info) { return std::string(info.param.folder[12] == 'b' ? "BF16" : "F16"); });
 
+// ---- several sequences in one context (the server's slots) -------------------------------------------------
+
+// Three sequences with prompts of different lengths, then greedy steps of all three in one batched pass: every row
+// of logits equals, bit for bit, what a context running that sequence alone gives (F32, F16; BF16 with `exact`).
+TEST(ModelForward, BatchedStepsEqualEachSequenceAlone) {
+    const std::vector<std::vector<int32_t>> prompts = {{1, 100, 200, 300}, {1, 50}, {1, 7, 8, 9, 10, 11, 12, 13}};
+    constexpr int kSteps = 12;
+    for (const char* folder : {"stories260K", "stories260K-f16", "stories260K-bf16"}) {
+        SCOPED_TRACE(folder);
+        Model model(model_dir(folder));
+        const size_t V = size_t(model.config().vocab_size);
+        ContextParams p;
+        p.n_ctx = 64;
+        p.exact = true;
+        // alone: the prompt's logits, then one row per greedy step
+        std::vector<std::vector<std::string>> alone(prompts.size());
+        std::vector<std::vector<int32_t>> picks(prompts.size());
+        for (size_t s = 0; s < prompts.size(); ++s) {
+            Context ctx(model, p);
+            const float* l = ctx.eval(prompts[s]);
+            for (int i = 0; i <= kSteps; ++i) {
+                alone[s].emplace_back(reinterpret_cast<const char*>(l), V * 4);
+                const int32_t id = int32_t(std::max_element(l, l + V) - l);
+                picks[s].push_back(id);
+                if (i < kSteps) l = ctx.eval(&id, 1);
+            }
+        }
+        p.n_seq = 3;
+        Context multi(model, p);
+        for (int s = 2; s >= 0; --s) {  // filled out of order: a sequence's cache is its own
+            const float* l = multi.eval(prompts[size_t(s)].data(), int64_t(prompts[size_t(s)].size()), false, {}, s);
+            EXPECT_EQ(std::string(reinterpret_cast<const char*>(l), V * 4), alone[size_t(s)][0]) << "prompt " << s;
+        }
+        for (int i = 0; i < kSteps; ++i) {
+            // the rows in a different order each step; sequence 1 sits out step 3
+            std::vector<SeqToken> step;
+            for (int s : (i % 2 ? std::vector<int>{2, 0, 1} : std::vector<int>{0, 1, 2}))
+                if (!(s == 1 && i == 3)) step.push_back({s, picks[size_t(s)][size_t(i - (s == 1 && i > 3))]});
+            const float* l = multi.eval_step(step);
+            for (size_t r = 0; r < step.size(); ++r) {
+                const int s = step[r].seq;
+                const size_t k = size_t(i + 1 - (s == 1 && i > 3));
+                EXPECT_EQ(std::string(reinterpret_cast<const char*>(l + r * V), V * 4), alone[size_t(s)][k])
+                    << "step " << i << " sequence " << s;
+            }
+        }
+        EXPECT_EQ(multi.n_past(1), int64_t(prompts[1].size()) + kSteps - 1);
+        EXPECT_THROW(multi.eval_step({{0, 5}, {0, 6}}), Error);  // a sequence twice in one step
+        EXPECT_THROW(multi.eval_step({{3, 5}}), Error);
+    }
+}
+
 // ---- KV-cache decode vs batched prefill -----------------------------------------------------------------
 
 // Decode (matvec on the panels) and prefill (GEMM) sum every output in the same order, and attention runs the

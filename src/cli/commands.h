@@ -17,5 +17,6 @@ Run add_perplexity(CLI::App& app);
 Run add_bench(CLI::App& app);
 Run add_tokenize(CLI::App& app);
 Run add_quantize(CLI::App& app);
+Run add_serve(CLI::App& app);
 
 }  // namespace plainllama::cli

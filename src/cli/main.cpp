@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     add(cli::add_inspect, "inspect");
     add(cli::add_tokenize, "tokenize");
     add(cli::add_quantize, "quantize");
+    add(cli::add_serve, "serve");
     app.set_version_flag("--version", std::string("plainllama ") + PLAINLLAMA_VERSION);
     std::string names;
     bool known = false;

@@ -145,17 +145,21 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
         throw UsageError("context size " + std::to_string(n_ctx_) + " must be in [1, " +
                          std::to_string(c.max_position_embeddings) + "] (max_position_embeddings)");
     if (p.n_batch < 1) throw UsageError("batch size must be at least 1");
-    n_batch_ = std::min(p.n_batch, n_ctx_);
+    if (p.n_seq < 1) throw UsageError("the number of sequences must be at least 1");
+    n_batch_ = std::max<int64_t>(std::min(p.n_batch, n_ctx_), p.n_seq);
+    n_past_.assign(size_t(p.n_seq), 0);
     exact_ = p.exact;
     const size_t kv = size_t(c.num_key_value_heads * c.head_dim), qd = size_t(c.num_attention_heads * c.head_dim);
-    const size_t kv_elems = size_t(c.num_hidden_layers) * kv * size_t(n_ctx_);
-    const size_t k_elems = size_t(c.num_hidden_layers) * kv * size_t(key_cache_positions(n_ctx_));  // whole panels
+    const size_t seqs = size_t(c.num_hidden_layers) * size_t(p.n_seq);
+    const size_t kv_elems = seqs * kv * size_t(n_ctx_);
+    const size_t k_elems = seqs * kv * size_t(key_cache_positions(n_ctx_));  // whole panels
     // Checked before allocating: with overcommit a too-large cache "succeeds" and the process is killed when
     // the zero fill touches it.
     const uint64_t kv_bytes = uint64_t(k_elems + kv_elems) * sizeof(float), mem = memory_bytes();  // <= 2^59
     if (mem > 0 && kv_bytes > mem)
         throw Error("the KV cache needs " + gib(kv_bytes) + " (2 x " + std::to_string(c.num_hidden_layers) +
-                    " layers x " + std::to_string(n_ctx_) + " positions x " + std::to_string(kv) +
+                    " layers x " + (p.n_seq > 1 ? std::to_string(p.n_seq) + " sequences x " : "") +
+                    std::to_string(n_ctx_) + " positions x " + std::to_string(kv) +
                     " x 4 bytes) but this machine has " + gib(mem) + " of RAM + swap; lower -c/--ctx-size");
     alloc(&k_cache_, k_elems, "KV cache");
     alloc(&v_cache_, kv_elems, "KV cache");
@@ -173,47 +177,94 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
     alloc(&logits_, size_t(c.vocab_size), "logits");
 }
 
-void Context::truncate(int64_t n) {
-    if (n < 0 || n > n_past_) throw Error("cannot truncate the context to " + std::to_string(n) + " tokens");
-    n_past_ = n;
+void Context::truncate(int64_t n, int seq) {
+    if (seq < 0 || seq >= n_seq()) throw Error("no sequence " + std::to_string(seq));
+    if (n < 0 || n > n_past_[size_t(seq)])
+        throw Error("cannot truncate the context to " + std::to_string(n) + " tokens");
+    n_past_[size_t(seq)] = n;
 }
 
-const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits, const Abort& abort) {
-    const LlamaConfig& c = model_.config();
-    if (n < 1) throw Error("nothing to evaluate (0 tokens)");
-    if (n_past_ + n > n_ctx_)
-        throw Error(std::to_string(n_past_ + n) + " tokens do not fit the context of " + std::to_string(n_ctx_) +
-                    " tokens");
+void Context::check_tokens(const int32_t* tokens, int64_t n) const {
+    const int64_t V = model_.config().vocab_size;
     for (int64_t i = 0; i < n; ++i)
-        if (tokens[i] < 0 || tokens[i] >= c.vocab_size)
+        if (tokens[i] < 0 || tokens[i] >= V)
             throw Error("token id " + std::to_string(tokens[i]) + " is outside the vocabulary [0, " +
-                        std::to_string(c.vocab_size) + ")");
-    const size_t V = size_t(c.vocab_size);
-    if (all_logits && logits_.size() < size_t(n) * V) alloc(&logits_, size_t(n) * V, "logits");
+                        std::to_string(V) + ")");
+}
+
+void Context::reserve_scratch(int64_t T) {
+    const LlamaConfig& c = model_.config();
     const size_t scratch = size_t(omp_get_max_threads()) *
-                           size_t(attention_scratch_per_thread(std::min(n, n_batch_),
+                           size_t(attention_scratch_per_thread(std::min(T, n_batch_),
                                                                c.num_attention_heads / c.num_key_value_heads, n_ctx_,
                                                                c.head_dim));
     if (scratch_.size() < scratch) alloc(&scratch_, scratch, "attention scratch");
+}
+
+const float* Context::eval(const int32_t* tokens, int64_t n, bool all_logits, const Abort& abort, int seq) {
+    const LlamaConfig& c = model_.config();
+    if (n < 1) throw Error("nothing to evaluate (0 tokens)");
+    if (seq < 0 || seq >= n_seq()) throw Error("no sequence " + std::to_string(seq));
+    const int64_t past = n_past_[size_t(seq)];
+    if (past + n > n_ctx_)
+        throw Error(std::to_string(past + n) + " tokens do not fit the context of " + std::to_string(n_ctx_) +
+                    " tokens");
+    check_tokens(tokens, n);
+    const size_t V = size_t(c.vocab_size);
+    if (all_logits && logits_.size() < size_t(n) * V) alloc(&logits_, size_t(n) * V, "logits");
+    reserve_scratch(n);
     for (int64_t i = 0; i < n; i += n_batch_) {
         const int64_t T = std::min(n_batch_, n - i);
         const bool last = i + T == n;
         float* logits = all_logits ? logits_.data() + size_t(i) * V : last ? logits_.data() : nullptr;
-        if (!forward_batch(tokens + i, T, all_logits, logits, abort)) return nullptr;
+        if (!forward_batch(tokens + i, T, {{seq, 0, T}}, all_logits, logits, abort)) return nullptr;
     }
+    return logits_.data();
+}
+
+const float* Context::eval_step(const std::vector<SeqToken>& batch) {
+    const int64_t T = int64_t(batch.size());
+    if (T < 1 || T > n_batch_)
+        throw Error("a batched step takes 1 to " + std::to_string(n_batch_) + " tokens, not " + std::to_string(T));
+    std::vector<int32_t> tokens(static_cast<size_t>(T));
+    std::vector<Span> spans;
+    std::vector<bool> seen(size_t(n_seq()), false);
+    for (int64_t i = 0; i < T; ++i) {
+        const int s = batch[size_t(i)].seq;
+        if (s < 0 || s >= n_seq() || seen[size_t(s)])
+            throw Error("a batched step takes each sequence once; sequence " + std::to_string(s) + " is not valid");
+        if (n_past_[size_t(s)] >= n_ctx_) throw Error("sequence " + std::to_string(s) + ": the context is full");
+        seen[size_t(s)] = true;
+        tokens[size_t(i)] = batch[size_t(i)].token;
+        spans.push_back({s, i, 1});
+    }
+    check_tokens(tokens.data(), T);
+    const size_t V = size_t(model_.config().vocab_size);
+    if (logits_.size() < size_t(T) * V) alloc(&logits_, size_t(T) * V, "logits");
+    reserve_scratch(1);
+    forward_batch(tokens.data(), T, spans, true, logits_.data(), {});
     return logits_.data();
 }
 
 // One pass over T <= n_batch tokens at positions n_past_ ...; logits for every token when all_logits,
 // else only for the last (when logits is not null). Each block reads like the math:
 //   h = x + attn(input_layernorm(x));  x = h + mlp(post_attention_layernorm(h)).
-bool Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits, const Abort& abort) {
+bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<Span>& spans, bool all_logits,
+                            float* logits, const Abort& abort) {
     const LlamaConfig& c = model_.config();
     const ModelWeights& w = model_.weights();
     const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
     const int64_t qd = nh * hd, kvd = nkv * hd, F = c.intermediate_size, half = hd / 2;
     const float eps = float(c.rms_norm_eps);
-    const int64_t pos0 = n_past_;
+    const int64_t n_seq = int64_t(n_past_.size());
+    // Each row's sequence and position.
+    std::vector<int> row_seq(static_cast<size_t>(T));
+    std::vector<int64_t> row_pos(static_cast<size_t>(T));
+    for (const Span& sp : spans)
+        for (int64_t i = 0; i < sp.n; ++i) {
+            row_seq[size_t(sp.row0 + i)] = sp.seq;
+            row_pos[size_t(sp.row0 + i)] = n_past_[size_t(sp.seq)] + i;
+        }
 
     for (int64_t t = 0; t < T; ++t)
         convert_to_f32(&x_[size_t(t * H)],
@@ -223,8 +274,9 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         if (abort && abort()) return false;  // this batch's K/V rows written so far are past n_past_: unused
         const LayerWeights& L = w.layers[size_t(l)];
-        float* Kc = &k_cache_[size_t(l * kvd * key_cache_positions(n_ctx_))];  // key panels, see attention.h
-        float* Vc = &v_cache_[size_t(l * kvd * n_ctx_)];                       // [nkv, n_ctx, hd]
+        // sequence s's caches of this layer: key panels (see attention.h), values [nkv, n_ctx, hd]
+        auto Kc = [&](int s) { return &k_cache_[size_t((l * n_seq + s) * kvd * key_cache_positions(n_ctx_))]; };
+        auto Vc = [&](int s) { return &v_cache_[size_t((l * n_seq + s) * kvd * n_ctx_)]; };
 
         // Attention.
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.input_layernorm.data, L.input_layernorm.dtype, T, H, eps);
@@ -233,17 +285,21 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
         matmul_many(qkv, 3, xn_.data(), T, exact_);
 #pragma omp parallel for schedule(static) if (T * (qd + kvd) >= kParallelWork)
         for (int64_t t = 0; t < T; ++t) {
-            const float* cs = &rope_cos_[size_t((pos0 + t) * half)];
-            const float* sn = &rope_sin_[size_t((pos0 + t) * half)];
+            const int64_t pos = row_pos[size_t(t)];
+            const float* cs = &rope_cos_[size_t(pos * half)];
+            const float* sn = &rope_sin_[size_t(pos * half)];
             rope_rotate_half(&q_[size_t(t * qd)], nh, hd, cs, sn);
             rope_rotate_half(&k_[size_t(t * kvd)], nkv, hd, cs, sn);
+            float *K = Kc(row_seq[size_t(t)]), *V = Vc(row_seq[size_t(t)]);
             for (int64_t g = 0; g < nkv; ++g) {
                 const size_t src = size_t(t * kvd + g * hd);
-                store_key(Kc, &k_[src], g, pos0 + t, hd, n_ctx_);
-                std::copy_n(&v_[src], hd, Vc + size_t((g * n_ctx_ + pos0 + t) * hd));
+                store_key(K, &k_[src], g, pos, hd, n_ctx_);
+                std::copy_n(&v_[src], hd, V + size_t((g * n_ctx_ + pos) * hd));
             }
         }
-        attention(att_.data(), q_.data(), Kc, Vc, T, pos0, nh, nkv, hd, n_ctx_, scratch_.data());
+        for (const Span& sp : spans)
+            attention(&att_[size_t(sp.row0 * qd)], &q_[size_t(sp.row0 * qd)], Kc(sp.seq), Vc(sp.seq), sp.n,
+                      n_past_[size_t(sp.seq)], nh, nkv, hd, n_ctx_, scratch_.data());
         matmul(proj_.data(), att_.data(), L.o_proj.packed, T, exact_);
         add_inplace(x_.data(), proj_.data(), T * H);
 
@@ -256,7 +312,7 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, bool all_logits, f
         matmul(proj_.data(), gate_.data(), L.down_proj.packed, T, exact_);
         add_inplace(x_.data(), proj_.data(), T * H);
     }
-    n_past_ += T;
+    for (const Span& sp : spans) n_past_[size_t(sp.seq)] += sp.n;
 
     if (!logits) return true;
     const int64_t first = all_logits ? 0 : T - 1, rows = T - first;

@@ -64,9 +64,16 @@ private:
 constexpr int64_t kDefaultContext = 4096;
 
 struct ContextParams {
-    int64_t n_ctx = 0;      // KV cache positions; 0 = min(max_position_embeddings, kDefaultContext)
+    int64_t n_ctx = 0;      // KV cache positions (of each sequence); 0 = min(max_position_embeddings, kDefaultContext)
     int64_t n_batch = 512;  // most tokens per forward pass (longer inputs are split)
     bool exact = false;     // BF16 weights: keep prefill activations in f32 (see matmul in kernels.h)
+    int n_seq = 1;          // sequences, each with its own KV cache of n_ctx positions (the server's slots)
+};
+
+// One token of a batched step: sequence `seq` gets `token` at its next position.
+struct SeqToken {
+    int seq;
+    int32_t token;
 };
 
 class Context {
@@ -77,31 +84,49 @@ public:
     // true abandons the evaluation. A long prompt stops within a layer's time, not a whole batch's.
     using Abort = std::function<bool()>;
 
-    // Runs `tokens` at positions n_past() .. n_past()+n-1 and appends them to the cache.
+    // Runs `tokens` at positions n_past(seq) .. n_past(seq)+n-1 of sequence `seq` and appends them to its cache.
     // Returns logits [n, vocab_size] when all_logits, else [1, vocab_size] for the last token; or null when
     // `abort` said so before the end: the cache then holds the batches of n_batch tokens completed before it
     // (n_past() tells how many), the rest is not in it.
-    const float* eval(const int32_t* tokens, int64_t n, bool all_logits = false, const Abort& abort = {});
+    const float* eval(const int32_t* tokens, int64_t n, bool all_logits = false, const Abort& abort = {}, int seq = 0);
     const float* eval(const std::vector<int32_t>& tokens, bool all_logits = false, const Abort& abort = {}) {
         return eval(tokens.data(), int64_t(tokens.size()), all_logits, abort);
     }
+    // One forward pass over one token of each of several sequences (each seq at most once; at most n_batch): every
+    // weight is read once for all of them. Returns logits [batch.size(), vocab_size], row i for batch[i]. A row's
+    // logits are those eval() gives its sequence alone, bit for bit (matmul and attention are batch-invariant;
+    // BF16 weights need `exact`).
+    const float* eval_step(const std::vector<SeqToken>& batch);
 
-    int64_t n_past() const { return n_past_; }
+    int64_t n_past(int seq = 0) const { return n_past_[size_t(seq)]; }
     int64_t n_ctx() const { return n_ctx_; }
-    // Forget positions >= n (n <= n_past): the next eval continues from n.
-    void truncate(int64_t n);
-    void reset() { truncate(0); }
+    int n_seq() const { return int(n_past_.size()); }
+    // Forget positions >= n (n <= n_past) of sequence seq: its next eval continues from n.
+    void truncate(int64_t n, int seq = 0);
+    void reset() {
+        for (int s = 0; s < n_seq(); ++s) truncate(0, s);
+    }
     size_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
     const Model& model() const { return model_; }
 
 private:
+    // Rows [row0, row0 + n) of a batch: the next n positions of sequence seq.
+    struct Span {
+        int seq;
+        int64_t row0, n;
+    };
     // false when abort() said so (n_past_ unchanged).
-    bool forward_batch(const int32_t* tokens, int64_t T, bool all_logits, float* logits, const Abort& abort);
+    bool forward_batch(const int32_t* tokens, int64_t T, const std::vector<Span>& spans, bool all_logits,
+                       float* logits, const Abort& abort);
+    void check_tokens(const int32_t* tokens, int64_t n) const;
+    void reserve_scratch(int64_t T);
 
     const Model& model_;
-    int64_t n_ctx_ = 0, n_batch_ = 0, n_past_ = 0;
+    int64_t n_ctx_ = 0, n_batch_ = 0;
+    std::vector<int64_t> n_past_;  // [n_seq]
     bool exact_ = false;
-    // KV cache, per layer: keys as panels (see attention.h), values [num_key_value_heads, n_ctx, head_dim].
+    // KV cache, per layer and sequence: keys as panels (see attention.h), values [num_key_value_heads, n_ctx,
+    // head_dim].
     std::vector<float> k_cache_, v_cache_;
     std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
     // Activations for up to n_batch tokens.

@@ -1,0 +1,110 @@
+// The server's engine: N slots over one model, each with its own KV cache (a sequence of one multi-sequence
+// Context), a bounded queue of waiting jobs, and one thread that runs them all. Each turn of that thread evaluates
+// at most one prompt chunk of a newly admitted job, then one batched step: one token of every slot that is
+// generating, in one forward pass (each weight read once for all of them). A slot keeps the tokens of its last job
+// in its cache; a new job goes to the free slot whose cache shares the longest prefix with its prompt, and only the
+// rest is evaluated.
+//
+// Knows nothing of HTTP: a Job is tokens in, text out, shared between the thread that submitted it and the engine.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "plainllama/io/tokenizer.h"
+#include "plainllama/model/model.h"
+#include "plainllama/run/sampler.h"
+
+namespace plainllama {
+
+struct JobParams {
+    std::vector<int32_t> prompt;     // rendered, BOS included; 1 .. n_ctx - 1 tokens
+    int64_t max_tokens = -1;         // -1: until a stop or a full context
+    SamplerParams sampling;
+    std::vector<std::string> stop;   // strings that end the text (not included in it)
+};
+
+enum class Finish { none, stop, length, cancelled, error };
+const char* finish_name(Finish f);  // "stop", "length", "cancelled", "error"
+
+// What a job has produced so far; read under Job::mutex.
+struct JobOutput {
+    std::string text;              // the reply so far: safe to show (a possible start of a stop string held back)
+    Finish finish = Finish::none;  // set once, when the job is over
+    std::string error;             // Finish::error: why
+    int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+    double queued_s = 0, prompt_s = 0, generate_s = 0;  // waiting for a slot, evaluating the prompt, generating
+    int slot = -1;
+};
+
+struct Job {
+    explicit Job(JobParams p) : params(std::move(p)) {}
+    const JobParams params;
+    std::atomic<bool> cancel{false};  // set by the submitter (its client went away): the engine ends the job
+    std::mutex mutex;
+    std::condition_variable changed;  // notified on new text and at the end
+    JobOutput out;
+
+    // Waits until the text is longer than `have` bytes or the job is over, at most `timeout_s`; a copy of the
+    // output.
+    JobOutput wait(size_t have, double timeout_s);
+};
+
+struct EngineParams {
+    int slots = 1;
+    int64_t n_ctx = 0;   // per slot (ContextParams::n_ctx)
+    int queue = 64;      // jobs waiting for a slot at most
+    int64_t prefill_chunk = 512;  // most prompt tokens evaluated in one turn
+};
+
+class Engine {
+public:
+    // stop_ids: tokens that end a reply (EOS, end of turn). The model and tokenizer outlive the engine.
+    Engine(const Model& model, const Tokenizer& tok, std::vector<int32_t> stop_ids, const EngineParams& p);
+    ~Engine();  // ends every job (Finish::cancelled) and joins the thread
+
+    // Queues a job; false when the queue is full or the engine is stopping (the job is untouched).
+    bool submit(const std::shared_ptr<Job>& job);
+    // Ends every queued and running job with Finish::error "`why`" and refuses new ones.
+    void abort_all(const std::string& why);
+    // Refuses new jobs; those queued or running go on.
+    void close();
+    // Jobs queued or running.
+    int busy() const;
+
+    int64_t n_ctx() const { return ctx_.n_ctx(); }
+    int slots() const { return int(slots_.size()); }
+
+private:
+    struct Slot;
+    void run();
+    void admit();
+    void prefill(Slot& s);
+    void step();
+    // Takes the sampled token `id` into the slot's job: text, stops, limits. False when the job is over.
+    bool accept(Slot& s, int32_t id);
+    void finish(Slot& s, Finish f, const std::string& error = {});
+
+    const Model& model_;
+    const Tokenizer& tok_;
+    const std::vector<int32_t> stop_ids_;
+    const EngineParams params_;
+    Context ctx_;
+    std::vector<std::unique_ptr<Slot>> slots_;
+
+    mutable std::mutex mutex_;  // queue_, closed_, stopping_
+    std::condition_variable wake_;
+    std::deque<std::shared_ptr<Job>> queue_;
+    int running_ = 0;
+    bool closed_ = false, stopping_ = false;
+    std::string abort_why_;
+    std::thread thread_;
+};
+
+}  // namespace plainllama

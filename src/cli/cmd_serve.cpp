@@ -1,0 +1,181 @@
+// plainllama serve: an OpenAI-compatible HTTP server. The socket is bound first (so a wrong --port fails at once
+// and /health answers "loading"), then the model is loaded and the engine's slots start. SIGINT/SIGTERM: no new
+// requests, those in flight finish (at most kDrainSeconds, or until a second signal), then exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "commands.h"
+#include "common.h"
+#include "plainllama/serve/engine.h"
+#include "plainllama/serve/http_server.h"
+#include "plainllama/serve/openai.h"
+#include "plainllama/sys/clock.h"
+
+namespace plainllama::cli {
+
+namespace {
+
+constexpr double kDrainSeconds = 10;
+
+// SIGINT and SIGTERM, taken by a thread of their own with sigwait (blocked in every other thread, which inherit
+// the mask): no async-signal-safety to worry about, and a signal never interrupts a socket call.
+class Signals {
+public:
+    Signals() {
+        sigemptyset(&set_);
+        sigaddset(&set_, SIGINT);
+        sigaddset(&set_, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+        std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not the end of the process
+        thread_ = std::thread([this] {
+            for (;;) {
+                int sig = 0;
+                if (sigwait(&set_, &sig) != 0) continue;
+                std::lock_guard<std::mutex> lock(mutex_);
+                if (!ready_) {  // still loading: nothing to finish
+                    std::fprintf(stderr, "plainllama serve: interrupted while loading\n");
+                    std::_Exit(130);
+                }
+                ++count_;
+                changed_.notify_all();
+            }
+        });
+        thread_.detach();
+    }
+    void ready() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ready_ = true;
+    }
+    // Waits until more than `n` signals came, at most `seconds` (< 0: forever); the count.
+    int wait(int n, double seconds) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        auto more = [&] { return count_ > n; };
+        if (seconds < 0)
+            changed_.wait(lock, more);
+        else
+            changed_.wait_for(lock, std::chrono::duration<double>(seconds), more);
+        return count_;
+    }
+
+private:
+    sigset_t set_{};
+    std::thread thread_;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool ready_ = false;
+    int count_ = 0;
+};
+
+}  // namespace
+
+Run add_serve(CLI::App& app) {
+    auto* cmd = app.add_subcommand(
+        "serve", "An OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health)");
+    struct Opts {
+        ModelOpts m;
+        SamplingOpts s;
+        HttpOptions http;
+        int parallel = 1, queue = 64;
+        int64_t max_body = 8 << 20;
+        std::string tmpl = "auto";
+    };
+    auto o = std::make_shared<Opts>();
+    add_model_options(cmd, o->m);
+    cmd->get_option("-c")->description(
+        "KV cache positions of each slot (prompt + reply); 0 = min(max_position_embeddings, 4096)");
+    cmd->add_option("--host", o->http.host, "Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
+                                            "interface)")
+        ->capture_default_str();
+    cmd->add_option("--port", o->http.port, "TCP port; 0 = any free one (the line 'listening on' says which)")
+        ->transform(int_range(0, 65535))
+        ->capture_default_str();
+    cmd->add_option("--parallel", o->parallel,
+                    "Slots: requests generated at once, in batched steps (each slot has its own -c positions)")
+        ->transform(int_range(1, 256))
+        ->capture_default_str();
+    cmd->add_option("--queue", o->queue, "Requests that may wait for a slot; one more gets 503")
+        ->transform(int_range(0, 4096))
+        ->capture_default_str();
+    cmd->add_option("--api-key", o->http.api_key,
+                    "Require 'Authorization: Bearer KEY' on /v1/ (default: $PLAINLLAMA_API_KEY, else none)")
+        ->envname("PLAINLLAMA_API_KEY");
+    cmd->add_option("--max-body", o->max_body, "Largest request body in bytes; larger gets 413")
+        ->transform(int_range(1024, int64_t(1) << 30))
+        ->capture_default_str();
+    cmd->add_option("--template", o->tmpl, "Chat template for /v1/chat/completions (see chat --help)")
+        ->check(CLI::IsMember({"auto", "raw", "llama2", "zephyr", "chatml", "llama3"}))
+        ->capture_default_str();
+    add_sampling_options(cmd, o->s);
+    cmd->footer("Sampling flags are the defaults for requests that do not set temperature, top_p, ...; without "
+                "--seed each request without a seed gets a random one.");
+    return [o] {
+        Signals signals;  // before any thread starts: they all inherit the blocked signals
+        HttpOptions http = o->http;
+        http.max_body = size_t(o->max_body);
+        http.threads = std::min(o->parallel + o->queue + 4, 512);
+        HttpServer server(http);
+        const int port = server.start();
+        const bool quiet = o->m.quiet;
+        if (!quiet) std::fprintf(stderr, "plainllama serve: loading %s ...\n", o->m.model.c_str());
+
+        Loaded l = load(o->m);
+        TemplateChoice choice = detect_template(o->m.model);
+        if (o->tmpl != "auto") {
+            choice.kind = parse_template_name(o->tmpl, "--template");
+            choice.reason = "--template";
+            choice.warning.clear();
+        }
+        const ChatTemplate tmpl(choice.kind, *l.tokenizer, choice);
+        std::vector<int32_t> stop = tmpl.end_of_turn_ids();
+        for (int32_t id : l.stop_ids)
+            if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
+        EngineParams ep;
+        ep.slots = o->parallel;
+        ep.n_ctx = o->m.ctx_size;
+        ep.queue = o->queue;
+        Engine engine(*l.model, *l.tokenizer, stop, ep);
+
+        ApiModel api;
+        const std::filesystem::path dir = std::filesystem::path(o->m.model).lexically_normal();
+        api.id = (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();
+        api.tok = l.tokenizer.get();
+        api.tmpl = &tmpl;
+        api.defaults = resolve_sampling(o->s, true);
+        api.random_seed = o->s.seed < 0;
+        api.n_ctx = engine.n_ctx();
+        server.set_ready(&engine, api);
+        signals.ready();
+        std::fprintf(stderr,
+                     "plainllama serve: %s, chat template %s, %d slot%s of %lld tokens, %s; listening on "
+                     "http://%s:%d (Ctrl-C stops)\n",
+                     api.id.c_str(), template_name(choice.kind), o->parallel, o->parallel == 1 ? "" : "s",
+                     (long long)engine.n_ctx(), threads_note(l).c_str(), http.host.c_str(), port);
+
+        signals.wait(0, -1);
+        server.set_draining();
+        engine.close();
+        if (engine.busy() > 0) {
+            std::fprintf(stderr, "plainllama serve: stopping: %d request%s to finish (at most %.0f s; Ctrl-C again ends "
+                                 "them now)\n",
+                         engine.busy(), engine.busy() == 1 ? "" : "s", kDrainSeconds);
+            const double t0 = now_seconds();
+            while (engine.busy() > 0 && now_seconds() - t0 < kDrainSeconds && signals.wait(1, 0.05) < 2) {
+            }
+            if (engine.busy() > 0) engine.abort_all("the server is shutting down");
+        }
+        server.stop();
+        std::fprintf(stderr, "plainllama serve: stopped\n");
+        return 0;
+    };
+}
+
+}  // namespace plainllama::cli

@@ -1,0 +1,329 @@
+#include "plainllama/serve/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "plainllama/sys/clock.h"
+#include "plainllama/sys/error.h"
+
+namespace plainllama {
+
+const char* finish_name(Finish f) {
+    switch (f) {
+        case Finish::stop: return "stop";
+        case Finish::length: return "length";
+        case Finish::cancelled: return "cancelled";
+        case Finish::error: return "error";
+        case Finish::none: break;
+    }
+    return "none";
+}
+
+JobOutput Job::wait(size_t have, double timeout_s) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                     [&] { return out.text.size() > have || out.finish != Finish::none; });
+    return out;
+}
+
+struct Engine::Slot {
+    int seq = 0;
+    std::shared_ptr<Job> job;     // null: free
+    std::vector<int32_t> cached;  // the tokens in this slot's cache: [n_past(seq)]
+    // the running job
+    std::vector<int32_t> tokens;  // prompt + sampled
+    int64_t prompt_done = 0;      // prompt tokens in the cache
+    bool generating = false;      // `tokens.back()` was sampled and waits for the next step
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<StreamDecoder> decoder;
+    std::string text;   // decoded so far
+    size_t shown = 0;   // bytes of `text` given to the job
+    int64_t generated = 0;
+    double t_queued = 0, t_start = 0, t_generate = 0;
+};
+
+Engine::Engine(const Model& model, const Tokenizer& tok, std::vector<int32_t> stop_ids, const EngineParams& p)
+    : model_(model),
+      tok_(tok),
+      stop_ids_(std::move(stop_ids)),
+      params_(p),
+      // exact: BF16 prefill keeps f32 activations, so a reply does not depend on how its tokens were batched
+      ctx_(model, ContextParams{p.n_ctx, std::max<int64_t>(p.prefill_chunk, p.slots), true, p.slots}) {
+    for (int i = 0; i < p.slots; ++i) {
+        slots_.push_back(std::make_unique<Slot>());
+        slots_.back()->seq = i;
+    }
+    thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+bool Engine::submit(const std::shared_ptr<Job>& job) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (closed_ || int(queue_.size()) >= params_.queue) return false;
+        job->out.queued_s = now_seconds();  // the time it was queued, until it starts
+        queue_.push_back(job);
+    }
+    wake_.notify_all();
+    return true;
+}
+
+void Engine::abort_all(const std::string& why) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        closed_ = true;
+        abort_why_ = why;
+    }
+    wake_.notify_all();
+}
+
+void Engine::close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closed_ = true;
+}
+
+int Engine::busy() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return int(queue_.size()) + running_;
+}
+
+namespace {
+
+void end_job(Job& job, Finish f, const std::string& error) {
+    {
+        std::lock_guard<std::mutex> lock(job.mutex);
+        job.out.finish = f;
+        job.out.error = error;
+    }
+    job.changed.notify_all();
+}
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    return n;
+}
+
+}  // namespace
+
+void Engine::run() {
+    for (;;) {
+        std::string abort_why;
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            wake_.wait(lock, [&] {
+                const bool free = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return !s->job; });
+                return stopping_ || !abort_why_.empty() || running_ > 0 || (!queue_.empty() && free);
+            });
+            if (stopping_ || !abort_why_.empty()) {
+                abort_why = stopping_ ? "the server is shutting down" : abort_why_;
+                for (auto& j : queue_) end_job(*j, stopping_ ? Finish::cancelled : Finish::error, abort_why);
+                queue_.clear();
+            }
+        }
+        if (!abort_why.empty()) {
+            for (auto& s : slots_)
+                if (s->job) finish(*s, stopping_ ? Finish::cancelled : Finish::error, abort_why);
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (stopping_) return;
+            abort_why_.clear();
+            continue;
+        }
+        admit();
+        for (auto& s : slots_)  // at most one prompt chunk per turn: the others' next token waits one chunk at most
+            if (s->job && !s->generating) {
+                prefill(*s);
+                break;
+            }
+        step();
+    }
+}
+
+void Engine::admit() {
+    std::vector<std::shared_ptr<Job>> jobs;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        int free = int(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return !s->job; }));
+        while (free > 0 && !queue_.empty()) {
+            std::shared_ptr<Job> j = std::move(queue_.front());
+            queue_.pop_front();
+            if (j->cancel.load()) {
+                end_job(*j, Finish::cancelled, "");
+                continue;
+            }
+            jobs.push_back(std::move(j));
+            --free;
+            ++running_;
+        }
+    }
+    const double now = now_seconds();
+    for (auto& j : jobs) {
+        // the free slot whose cache shares the most with the prompt (cache_prompt)
+        Slot* best = nullptr;
+        size_t best_n = 0;
+        for (auto& s : slots_)
+            if (!s->job) {
+                const size_t n = common_prefix(s->cached, j->params.prompt);
+                if (!best || n > best_n) best = s.get(), best_n = n;
+            }
+        Slot& s = *best;
+        // at least the prompt's last token is evaluated: its logits start the reply
+        const size_t keep = std::min(best_n, j->params.prompt.size() - 1);
+        ctx_.truncate(int64_t(keep), s.seq);
+        s.cached.resize(keep);
+        s.job = j;
+        s.tokens = j->params.prompt;
+        s.prompt_done = int64_t(keep);
+        s.generating = false;
+        s.sampler = std::make_unique<Sampler>(j->params.sampling);
+        s.decoder = std::make_unique<StreamDecoder>(tok_);
+        s.decoder->push(j->params.prompt.back());  // left context: the reply's first word keeps its space
+        s.text.clear();
+        s.shown = 0;
+        s.generated = 0;
+        s.t_start = now;
+        {
+            std::lock_guard<std::mutex> lock(j->mutex);
+            s.t_queued = j->out.queued_s;
+            j->out.queued_s = now - s.t_queued;
+            j->out.prompt_tokens = int64_t(j->params.prompt.size());
+            j->out.cached_tokens = int64_t(keep);
+            j->out.slot = s.seq;
+        }
+    }
+}
+
+void Engine::prefill(Slot& s) {
+    if (s.job->cancel.load()) return finish(s, Finish::cancelled);
+    const std::vector<int32_t>& P = s.job->params.prompt;
+    const int64_t n = std::min<int64_t>(params_.prefill_chunk, int64_t(P.size()) - s.prompt_done);
+    try {
+        const float* logits = ctx_.eval(P.data() + s.prompt_done, n, false, {}, s.seq);
+        s.cached.insert(s.cached.end(), P.begin() + s.prompt_done, P.begin() + s.prompt_done + n);
+        s.prompt_done += n;
+        if (s.prompt_done < int64_t(P.size())) return;
+        const double now = now_seconds();
+        {
+            std::lock_guard<std::mutex> lock(s.job->mutex);
+            s.job->out.prompt_s = now - s.t_start;
+        }
+        s.t_generate = now;
+        const int32_t id = s.sampler->sample(logits, int32_t(model_.config().vocab_size), s.tokens);
+        accept(s, id);
+    } catch (const std::exception& e) {
+        finish(s, Finish::error, e.what());
+    }
+}
+
+void Engine::step() {
+    std::vector<SeqToken> batch;
+    std::vector<Slot*> rows;
+    for (auto& s : slots_)
+        if (s->job && s->generating) {
+            if (s->job->cancel.load()) {
+                finish(*s, Finish::cancelled);
+                continue;
+            }
+            batch.push_back({s->seq, s->tokens.back()});
+            rows.push_back(s.get());
+        }
+    if (batch.empty()) return;
+    const int32_t V = int32_t(model_.config().vocab_size);
+    try {
+        const float* logits = ctx_.eval_step(batch);
+        for (Slot* s : rows) s->cached.push_back(s->tokens.back());
+        for (size_t i = 0; i < rows.size(); ++i) {
+            Slot& s = *rows[i];
+            try {
+                accept(s, s.sampler->sample(logits + i * size_t(V), V, s.tokens));
+            } catch (const std::exception& e) {
+                finish(s, Finish::error, e.what());
+            }
+        }
+    } catch (const std::exception& e) {
+        for (Slot* s : rows) finish(*s, Finish::error, e.what());
+    }
+}
+
+bool Engine::accept(Slot& s, int32_t id) {
+    const JobParams& p = s.job->params;
+    s.tokens.push_back(id);
+    s.generating = false;
+    if (std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end()) {
+        s.text += s.decoder->flush();  // the end: what the decoder and the stop-string check held back is text
+        finish(s, Finish::stop);
+        return false;
+    }
+    ++s.generated;
+    s.text += s.decoder->push(id);
+
+    // A stop string ends the text before it; a text end that could begin one is held back until it cannot.
+    size_t cut = std::string::npos, hold = 0;
+    for (const std::string& stop : p.stop) {
+        const size_t at = s.text.find(stop, s.shown);
+        if (at != std::string::npos) cut = std::min(cut, at);
+        for (size_t k = std::min(stop.size() - 1, s.text.size() - s.shown); k > hold; --k)
+            if (s.text.compare(s.text.size() - k, k, stop, 0, k) == 0) {
+                hold = k;
+                break;
+            }
+    }
+    if (cut != std::string::npos) {
+        s.text.resize(cut);
+        finish(s, Finish::stop);
+        return false;
+    }
+    // no more tokens allowed, or no position left in the cache for the one just sampled
+    if ((p.max_tokens >= 0 && s.generated >= p.max_tokens) || ctx_.n_past(s.seq) >= ctx_.n_ctx()) {
+        s.text += s.decoder->flush();
+        finish(s, Finish::length);
+        return false;
+    }
+    {
+        std::lock_guard<std::mutex> lock(s.job->mutex);
+        if (s.text.size() - hold > s.shown) {
+            s.shown = s.text.size() - hold;
+            s.job->out.text.assign(s.text, 0, s.shown);
+        }
+        s.job->out.completion_tokens = s.generated;
+    }
+    s.job->changed.notify_all();
+    s.generating = true;
+    return true;
+}
+
+void Engine::finish(Slot& s, Finish f, const std::string& error) {
+    Job& job = *s.job;
+    const double now = now_seconds();
+    {
+        std::lock_guard<std::mutex> lock(mutex_);  // before the job says it is over: busy() counts it no more then
+        --running_;
+    }
+    {
+        std::lock_guard<std::mutex> lock(job.mutex);
+        if (f == Finish::stop || f == Finish::length) job.out.text = s.text;  // all of it: nothing is held back now
+        job.out.completion_tokens = s.generated;
+        if (s.prompt_done == int64_t(s.job->params.prompt.size()))
+            job.out.generate_s = now - s.t_generate;
+        else
+            job.out.prompt_s = now - s.t_start;
+        job.out.finish = f;
+        job.out.error = error;
+    }
+    job.changed.notify_all();
+    s.job.reset();
+    s.generating = false;
+    s.sampler.reset();
+    s.decoder.reset();
+    wake_.notify_all();
+}
+
+}  // namespace plainllama

@@ -1,0 +1,134 @@
+// The server's engine without HTTP: jobs on slots decoded in batched steps give exactly the text a job alone
+// gets; stop strings, limits, prompt-cache reuse and cancellation.
+#include "plainllama/serve/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace plainllama {
+namespace {
+
+using test::model_dir;
+
+struct Fixture {
+    Model model{model_dir("stories260K")};
+    std::unique_ptr<Tokenizer> tok = load_tokenizer(model_dir("stories260K"));
+};
+
+std::shared_ptr<Job> job(const Tokenizer& tok, const std::string& prompt, int64_t max_tokens,
+                         std::vector<std::string> stop = {}) {
+    JobParams p;
+    p.prompt = tok.encode(prompt, true);
+    p.max_tokens = max_tokens;
+    p.sampling.temp = 0;
+    p.stop = std::move(stop);
+    return std::make_shared<Job>(std::move(p));
+}
+
+JobOutput wait_end(Job& j) {
+    for (;;) {
+        JobOutput o = j.wait(SIZE_MAX, 10.0);
+        if (o.finish != Finish::none) return o;
+    }
+}
+
+EngineParams params(int slots) {
+    EngineParams p;
+    p.slots = slots;
+    p.n_ctx = 256;
+    p.queue = 16;
+    return p;
+}
+
+TEST(Engine, ConcurrentJobsGetTheirTextAlone) {
+    Fixture f;
+    const std::vector<std::string> prompts = {"Once upon a time", "The dog", "Lily and Ben", "One day, Tom",
+                                              "The sun was", "A little bird", "Mom said", "The big tree"};
+    std::vector<std::string> alone;
+    {
+        Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
+        for (const std::string& p : prompts) {
+            auto j = job(*f.tok, p, 40);
+            ASSERT_TRUE(e.submit(j));
+            const JobOutput o = wait_end(*j);
+            ASSERT_NE(o.finish, Finish::error) << o.error;
+            alone.push_back(o.text);
+        }
+    }
+    // 8 jobs at once on 4 slots: four wait in the queue, every step decodes up to four
+    Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(4));
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (const std::string& p : prompts) {
+        jobs.push_back(job(*f.tok, p, 40));
+        ASSERT_TRUE(e.submit(jobs.back()));
+    }
+    std::vector<int> slots_used(4, 0);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+        const JobOutput o = wait_end(*jobs[i]);
+        EXPECT_EQ(o.text, alone[i]) << prompts[i];
+        ASSERT_GE(o.slot, 0);
+        ++slots_used[size_t(o.slot)];
+    }
+    for (int n : slots_used) EXPECT_GT(n, 0);  // all four slots ran
+    EXPECT_EQ(e.busy(), 0);
+}
+
+TEST(Engine, StopStringsLimitsAndCacheReuse) {
+    Fixture f;
+    Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(2));
+    auto full = job(*f.tok, "Once upon a time", 30);
+    ASSERT_TRUE(e.submit(full));
+    const JobOutput a = wait_end(*full);
+    EXPECT_EQ(a.finish, Finish::length);
+    EXPECT_EQ(a.completion_tokens, 30);
+    EXPECT_EQ(a.prompt_tokens, int64_t(f.tok->encode("Once upon a time", true).size()));
+    ASSERT_GT(a.text.size(), 20u);
+
+    // a stop string from the middle of that text: the reply ends before it
+    const std::string stop = a.text.substr(a.text.size() / 2, 4);
+    auto cut = job(*f.tok, "Once upon a time", 30, {"never there", stop});
+    ASSERT_TRUE(e.submit(cut));
+    const JobOutput b = wait_end(*cut);
+    EXPECT_EQ(b.finish, Finish::stop);
+    EXPECT_EQ(b.text, a.text.substr(0, a.text.find(stop)));
+    // the same prompt again went to the slot that holds it: all but its last token came from the cache
+    EXPECT_EQ(b.cached_tokens, b.prompt_tokens - 1);
+    EXPECT_EQ(b.slot, a.slot);
+}
+
+TEST(Engine, CancelledJobEndsAndFreesItsSlot) {
+    Fixture f;
+    Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
+    auto long_job = job(*f.tok, "Once upon a time", -1);  // until the context is full
+    ASSERT_TRUE(e.submit(long_job));
+    long_job->wait(0, 10.0);  // the first text
+    long_job->cancel = true;
+    EXPECT_EQ(wait_end(*long_job).finish, Finish::cancelled);
+    auto next = job(*f.tok, "The dog", 8);
+    ASSERT_TRUE(e.submit(next));
+    EXPECT_EQ(wait_end(*next).finish, Finish::length);
+}
+
+TEST(Engine, FullQueueAndClosedEngineRefuse) {
+    Fixture f;
+    EngineParams p = params(1);
+    p.queue = 1;
+    Engine e(f.model, *f.tok, {f.tok->eos_id()}, p);
+    auto a = job(*f.tok, "Once upon a time", -1), b = job(*f.tok, "The dog", 4), c = job(*f.tok, "The cat", 4);
+    ASSERT_TRUE(e.submit(a));
+    a->wait(0, 10.0);  // a runs: the queue is empty again
+    EXPECT_TRUE(e.submit(b));
+    EXPECT_FALSE(e.submit(c));  // the queue holds one
+    a->cancel = true;
+    EXPECT_EQ(wait_end(*b).finish, Finish::length);
+    e.close();
+    EXPECT_FALSE(e.submit(c));
+}
+
+}  // namespace
+}  // namespace plainllama
