@@ -126,9 +126,10 @@ def run(args):
     model = args.model or target.model()
     prompt = args.prompt if args.prompt is not None else \
         (SENTENCE * max(1, round(args.prompt_tokens / 10)))[:-1]
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
-                       "max_tokens": args.max_tokens, "temperature": 0, "stream": True,
-                       "stream_options": {"include_usage": True}}).encode()
+    def body(i):  # each request's prompt starts differently: no request finds another's prompt in a slot's cache
+        return json.dumps({"model": model, "messages": [{"role": "user", "content": f"{i}. {prompt}"}],
+                           "max_tokens": args.max_tokens, "temperature": 0, "stream": True,
+                           "stream_options": {"include_usage": True}}).encode()
     results, lock = [], threading.Lock()
     next_index = [0]
     stop = threading.Event()
@@ -139,9 +140,23 @@ def run(args):
                 if next_index[0] >= args.requests:
                     return
                 next_index[0] += 1
-            r = one_request(target, body)
+                i = next_index[0]
+            r = one_request(target, body(i))
             with lock:
                 results.append(r)
+
+    # Background streams: long requests that keep decoding while the measured ones run (not counted).
+    bg_body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
+                          "max_tokens": args.background_max_tokens, "temperature": 0, "stream": True}).encode()
+
+    def background():
+        while not stop.is_set():
+            one_request(target, bg_body)
+
+    for _ in range(args.background):
+        threading.Thread(target=background, daemon=True).start()
+    if args.background:
+        time.sleep(1.0)  # their prompts evaluated: they are decoding
 
     t0 = time.perf_counter()
     threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(args.concurrency, args.requests))]
@@ -156,6 +171,7 @@ def run(args):
         stop.set()
         interrupted = True
     wall = time.perf_counter() - t0
+    stop.set()
     with lock:
         results = list(results)
     return summarize(args, model, prompt, results, wall), interrupted
@@ -222,6 +238,11 @@ def main():
     group.add_argument("--prompt", help="the prompt text")
     ap.add_argument("--model", help="model name to send (default: the first one /v1/models lists)")
     ap.add_argument("--timeout", type=float, default=300, help="socket timeout per request in seconds (default 300)")
+    ap.add_argument("--background", type=int, default=0,
+                    help="streams that keep decoding while the measured requests run, not counted (default 0): "
+                         "e.g. time to first token with 3 other streams busy is -k 1 --background 3")
+    ap.add_argument("--background-max-tokens", type=int, default=2048,
+                    help="max_tokens of each background request (default 2048)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
     if args.concurrency < 1 or args.requests < 1 or args.max_tokens < 1:

@@ -173,7 +173,7 @@ ApiRequest parse_request(const std::string& body_text, bool chat, const ApiModel
     if (integer(body, "n", 1, 128, 1) != 1) throw bad_request("'n' must be 1: one choice per request", "n");
     for (const char* p : {"frequency_penalty", "presence_penalty"})
         if (number(body, p, -2, 2, 0) != 0)
-            throw bad_request(std::string("'") + p + "' is not supported (only 0); llama.cpp's repeat_penalty is", p);
+            throw bad_request(std::string("'") + p + "' is not supported (only 0); use repeat_penalty (llama.cpp's) instead", p);
     if (boolean(body, "logprobs")) throw bad_request("'logprobs' is not supported", "logprobs");
     if (const json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
         throw bad_request("'tools' is not supported", "tools");
