@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ std::shared_ptr<Job> job(const Tokenizer& tok, const std::string& prompt, int64_
 
 JobOutput wait_end(Job& j) {
     for (;;) {
-        JobOutput o = j.wait(SIZE_MAX, 10.0);
+        JobOutput o = j.wait_end(10.0);
         if (o.finish != Finish::none) return o;
     }
 }
@@ -123,11 +124,55 @@ TEST(Engine, FullQueueAndClosedEngineRefuse) {
     ASSERT_TRUE(e.submit(a));
     a->wait(0, 10.0);  // a runs: the queue is empty again
     EXPECT_TRUE(e.submit(b));
-    EXPECT_FALSE(e.submit(c));  // the queue holds one
+    EXPECT_FALSE(e.submit(c));  // the queue holds one (and no slot is free)
     a->cancel = true;
     EXPECT_EQ(wait_end(*b).finish, Finish::length);
     e.close();
     EXPECT_FALSE(e.submit(c));
+
+    // --queue 0: no waiting, but a free slot takes a job
+    p.queue = 0;
+    Engine e0(f.model, *f.tok, {f.tok->eos_id()}, p);
+    auto d = job(*f.tok, "The dog", -1), g = job(*f.tok, "The cat", 4);
+    ASSERT_TRUE(e0.submit(d));
+    d->wait(0, 10.0);
+    EXPECT_FALSE(e0.submit(g));
+    d->cancel = true;
+    EXPECT_EQ(wait_end(*d).finish, Finish::cancelled);
+    while (e0.busy() > 0) std::this_thread::yield();
+    EXPECT_TRUE(e0.submit(g));
+    EXPECT_EQ(wait_end(*g).finish, Finish::length);
+}
+
+TEST(Engine, AbortEndsRunningAndQueuedJobs) {
+    Fixture f;
+    Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
+    auto running = job(*f.tok, "Once upon a time", -1), queued = job(*f.tok, "The dog", 8);
+    ASSERT_TRUE(e.submit(running));
+    running->wait(0, 10.0);
+    ASSERT_TRUE(e.submit(queued));
+    e.abort_all("the server is shutting down");
+    for (auto* j : {running.get(), queued.get()}) {
+        const JobOutput o = wait_end(*j);
+        EXPECT_EQ(o.finish, Finish::cancelled);
+        EXPECT_EQ(o.error, "the server is shutting down");
+    }
+    EXPECT_FALSE(e.submit(job(*f.tok, "The cat", 4)));
+}
+
+TEST(Engine, StreamedPiecesAddUpToTheText) {
+    Fixture f;
+    Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
+    auto j = job(*f.tok, "Once upon a time", 40);
+    ASSERT_TRUE(e.submit(j));
+    std::string streamed;
+    for (;;) {
+        const JobOutput o = j->wait(streamed.size(), 10.0);
+        streamed += o.text;  // the bytes from streamed.size() on
+        if (o.finish != Finish::none) break;
+    }
+    EXPECT_EQ(streamed, wait_end(*j).text);
+    EXPECT_GT(streamed.size(), 40u);
 }
 
 }  // namespace

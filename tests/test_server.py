@@ -23,6 +23,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -395,6 +396,13 @@ class Api(ServerTest):
         self.assertError(self.server.post("/v1/completions", completion_body(5, 4)), 400, mentions="prompt")
         self.assertError(self.server.post("/v1/chat/completions", {"model": MODEL_ID, "max_tokens": 4}), 400,
                          mentions="messages")
+        # a content part whose type is not a string; a seed no 64-bit integer holds
+        body = chat_body("x", 4)
+        body["messages"][0]["content"] = [{"type": 1, "text": "x"}]
+        self.assertError(self.server.post("/v1/chat/completions", body), 400, mentions="content")
+        for seed in (9223372036854775808.0, 1e300, 18446744073709551616, 1.5):
+            self.assertError(self.server.post("/v1/chat/completions", chat_body("x", 4, seed=seed)), 400,
+                             mentions="seed")
 
     def test_unsupported_values(self):
         self.assertError(self.server.post("/v1/chat/completions", chat_body("Once upon a time", 4, n=2)), 400)
@@ -675,6 +683,17 @@ class Signals(unittest.TestCase):
 
     def test_sigint_when_idle(self):
         self.assertEqual(self.server.stop(signal.SIGINT), 0, self.server.log)
+
+
+@unittest.skipUnless(HAS_SERVE, f"{BINARY} has no serve subcommand")
+class LoadFailure(unittest.TestCase):
+    def test_a_model_that_does_not_load_ends_the_server(self):
+        # the socket is already listening when the load fails: the server must still exit, with the reason
+        with tempfile.TemporaryDirectory() as tmp:
+            r = subprocess.run([BINARY, "serve", "-m", tmp, "--port", "0", "-t", "1"], capture_output=True,
+                               text=True, timeout=30)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("config.json", r.stderr)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // plainllama serve: an OpenAI-compatible HTTP server. The socket is bound first (so a wrong --port fails at once
 // and /health answers "loading"), then the model is loaded and the engine's slots start. SIGINT/SIGTERM: no new
-// requests, those in flight finish (at most kDrainSeconds, or until a second signal), then exit 0.
+// requests, those in flight finish (at most kDrainSeconds, or until a second signal; then they end with an error
+// event or a 503), then exit 0. A signal while loading exits at once (128 + the signal).
 #include <pthread.h>
 #include <signal.h>
 
@@ -42,8 +43,8 @@ public:
                 if (sigwait(&set_, &sig) != 0) continue;
                 std::lock_guard<std::mutex> lock(mutex_);
                 if (!ready_) {  // still loading: nothing to finish
-                    std::fprintf(stderr, "plainllama serve: interrupted while loading\n");
-                    std::_Exit(130);
+                    std::fprintf(stderr, "plainllama serve: %s while loading\n", sig == SIGINT ? "interrupted" : "terminated");
+                    std::_Exit(128 + sig);
                 }
                 ++count_;
                 changed_.notify_all();
@@ -118,7 +119,9 @@ Run add_serve(CLI::App& app) {
     cmd->footer("Sampling flags are the defaults for requests that do not set temperature, top_p, ...; without "
                 "--seed each request without a seed gets a random one.");
     return [o] {
-        Signals signals;  // before any thread starts: they all inherit the blocked signals
+        // Before any thread starts: they all inherit the blocked signals. Never freed: its detached thread may take
+        // a signal while the process exits.
+        static Signals& signals = *new Signals;
         HttpOptions http = o->http;
         http.max_body = size_t(o->max_body);
         http.threads = std::min(o->parallel + o->queue + 4, 512);
@@ -163,14 +166,19 @@ Run add_serve(CLI::App& app) {
         signals.wait(0, -1);
         server.set_draining();
         engine.close();
-        if (engine.busy() > 0) {
+        if (const int n = server.in_flight(); n > 0) {
             std::fprintf(stderr, "plainllama serve: stopping: %d request%s to finish (at most %.0f s; Ctrl-C again ends "
                                  "them now)\n",
-                         engine.busy(), engine.busy() == 1 ? "" : "s", kDrainSeconds);
+                         n, n == 1 ? "" : "s", kDrainSeconds);
             const double t0 = now_seconds();
-            while (engine.busy() > 0 && now_seconds() - t0 < kDrainSeconds && signals.wait(1, 0.05) < 2) {
+            while (server.in_flight() > 0 && now_seconds() - t0 < kDrainSeconds && signals.wait(1, 0.05) < 2) {
             }
-            if (engine.busy() > 0) engine.abort_all("the server is shutting down");
+            if (server.in_flight() > 0) {
+                engine.abort_all("the server is shutting down");  // the responses end with an error (503)
+                const double t1 = now_seconds();
+                while (server.in_flight() > 0 && now_seconds() - t1 < 5)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
         }
         server.stop();
         std::fprintf(stderr, "plainllama serve: stopped\n");

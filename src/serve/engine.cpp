@@ -23,6 +23,16 @@ JobOutput Job::wait(size_t have, double timeout_s) {
     std::unique_lock<std::mutex> lock(mutex);
     changed.wait_for(lock, std::chrono::duration<double>(timeout_s),
                      [&] { return out.text.size() > have || out.finish != Finish::none; });
+    std::string all = std::move(out.text);
+    JobOutput copy = out;  // all but the text
+    out.text = std::move(all);
+    copy.text.assign(out.text, std::min(have, out.text.size()));
+    return copy;
+}
+
+JobOutput Job::wait_end(double timeout_s) {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return out.finish != Finish::none; });
     return out;
 }
 
@@ -68,7 +78,8 @@ Engine::~Engine() {
 bool Engine::submit(const std::shared_ptr<Job>& job) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (closed_ || int(queue_.size()) >= params_.queue) return false;
+        const int free_slots = int(slots_.size()) - running_;  // each takes a queued job at the engine's next turn
+        if (closed_ || int(queue_.size()) >= params_.queue + std::max(0, free_slots)) return false;
         job->out.queued_s = now_seconds();  // the time it was queued, until it starts
         queue_.push_back(job);
     }
@@ -117,23 +128,25 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 void Engine::run() {
     for (;;) {
         std::string abort_why;
+        bool stopping = false;
         {
             std::unique_lock<std::mutex> lock(mutex_);
             wake_.wait(lock, [&] {
                 const bool free = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return !s->job; });
                 return stopping_ || !abort_why_.empty() || running_ > 0 || (!queue_.empty() && free);
             });
+            stopping = stopping_;
             if (stopping_ || !abort_why_.empty()) {
                 abort_why = stopping_ ? "the server is shutting down" : abort_why_;
-                for (auto& j : queue_) end_job(*j, stopping_ ? Finish::cancelled : Finish::error, abort_why);
+                for (auto& j : queue_) end_job(*j, Finish::cancelled, abort_why);
                 queue_.clear();
             }
         }
         if (!abort_why.empty()) {
             for (auto& s : slots_)
-                if (s->job) finish(*s, stopping_ ? Finish::cancelled : Finish::error, abort_why);
+                if (s->job) finish(*s, Finish::cancelled, abort_why);
+            if (stopping) return;
             std::lock_guard<std::mutex> lock(mutex_);
-            if (stopping_) return;
             abort_why_.clear();
             continue;
         }
@@ -290,8 +303,8 @@ bool Engine::accept(Slot& s, int32_t id) {
     {
         std::lock_guard<std::mutex> lock(s.job->mutex);
         if (s.text.size() - hold > s.shown) {
+            s.job->out.text.append(s.text, s.shown, s.text.size() - hold - s.shown);
             s.shown = s.text.size() - hold;
-            s.job->out.text.assign(s.text, 0, s.shown);
         }
         s.job->out.completion_tokens = s.generated;
     }

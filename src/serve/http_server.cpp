@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <thread>
@@ -26,6 +27,13 @@ void reply_error(httplib::Response& res, const ApiError& e) { reply(res, e.statu
 
 ApiError unavailable(const std::string& message, const std::string& code) {
     return ApiError(503, "server_error", message, "", code);
+}
+
+// The error a job that did not finish ends with: cancelled by the shutdown (503), or failed (500).
+ApiError ended(const JobOutput& out) {
+    if (out.finish == Finish::cancelled)
+        return unavailable(out.error.empty() ? "cancelled" : out.error, "shutting_down");
+    return ApiError(500, "server_error", out.error.empty() ? "generation failed" : out.error);
 }
 
 // One line per completion on stderr: what it asked, what it got, where the time went.
@@ -62,6 +70,8 @@ struct HttpServer::Impl {
     ApiModel model;
     std::atomic<bool> draining{false};
     std::atomic<uint64_t> next_id{1};
+    std::atomic<int> in_flight{0};  // completions submitted whose response is not yet written
+    std::atomic<bool> listen_ended{false};
 
     void routes();
     void complete(const httplib::Request& req, httplib::Response& res, bool chat);
@@ -155,22 +165,26 @@ void HttpServer::Impl::complete(const httplib::Request& req, httplib::Response& 
         return reply_error(res, bad_request(err.what()));
     }
     auto job = std::make_shared<Job>(r.job);
-    if (!e->submit(job))
-        return reply_error(res, unavailable(draining.load() ? "the server is shutting down"
-                                                            : "the server is busy (its queue is full); retry later",
-                                            "queue_full"));
+    ++in_flight;  // before submit: a drain that sees 0 has nothing left to write
+    if (!e->submit(job)) {
+        --in_flight;
+        return reply_error(res, draining.load()
+                                    ? unavailable("the server is shutting down", "shutting_down")
+                                    : unavailable("the server is busy (its queue is full); retry later", "queue_full"));
+    }
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id.fetch_add(1));
     const int64_t created = int64_t(std::time(nullptr));
     res.set_header("X-Request-Id", id);
 
     if (!r.stream) {
         JobOutput out;
-        do out = job->wait(SIZE_MAX, 1.0);
+        do out = job->wait_end(1.0);
         while (out.finish == Finish::none);
+        --in_flight;
         if (out.finish == Finish::cancelled || out.finish == Finish::error) {
-            const int status = out.finish == Finish::cancelled ? 503 : 500;
-            reply_error(res, ApiError(status, "server_error", out.error.empty() ? "cancelled" : out.error));
-            return log_job(id, status, false, out, "");
+            const ApiError err = ended(out);
+            reply_error(res, err);
+            return log_job(id, err.status, false, out, "");
         }
         reply(res, 200, completion_json(r, out, id, created, model));
         return log_job(id, 200, false, out, "");
@@ -185,13 +199,13 @@ void HttpServer::Impl::complete(const httplib::Request& req, httplib::Response& 
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream", [this, st](size_t, httplib::DataSink& sink) { return stream_more(*st, sink); },
-        [st](bool) {
-            // the client went away, or the server stops: the job ends with the response
+        [this, st](bool) {
+            // the client went away: the job ends with the response
             if (!st->logged) {
                 st->job->cancel = true;
-                JobOutput out = st->job->wait(SIZE_MAX, 0);
-                log_job(st->id, 200, true, out, " (client gone)");
+                log_job(st->id, 200, true, st->job->wait_end(0), " (client gone)");
             }
+            --in_flight;
         });
 }
 
@@ -206,18 +220,15 @@ bool HttpServer::Impl::stream_more(Stream& st, httplib::DataSink& sink) {
         st.started = true;
         if (r.chat && !event(dump(chunk_json(r, st.id, st.created, st.model, "", true, Finish::none)))) return false;
     }
-    const JobOutput out = st.job->wait(st.sent, 0.25);
+    const JobOutput out = st.job->wait(st.sent, 0.25);  // out.text: the bytes after the `sent` ones
     if (!sink.is_writable()) return false;
-    if (out.text.size() > st.sent) {
-        const std::string delta = out.text.substr(st.sent);
-        if (!event(dump(chunk_json(r, st.id, st.created, st.model, delta, false, Finish::none)))) return false;
-        st.sent = out.text.size();
+    if (!out.text.empty()) {
+        if (!event(dump(chunk_json(r, st.id, st.created, st.model, out.text, false, Finish::none)))) return false;
+        st.sent += out.text.size();
     }
     if (out.finish == Finish::none) return true;
     if (out.finish == Finish::cancelled || out.finish == Finish::error) {
-        if (!event(dump(error_json(ApiError(out.finish == Finish::error ? 500 : 503, "server_error",
-                                            out.error.empty() ? "cancelled" : out.error)))))
-            return false;
+        if (!event(dump(error_json(ended(out))))) return false;
     } else {
         if (!event(dump(chunk_json(r, st.id, st.created, st.model, "", false, out.finish)))) return false;
         if (r.include_usage && !event(dump(usage_chunk_json(r, st.id, st.created, st.model, out)))) return false;
@@ -239,9 +250,16 @@ int HttpServer::start() {
     if (port < 0)
         throw Error("cannot listen on " + m.o.host + ":" + std::to_string(m.o.port) +
                     " (in use, or not an address of this machine)");
-    m.thread = std::thread([&m] { m.svr.listen_after_bind(); });
+    m.thread = std::thread([&m] {
+        m.svr.listen_after_bind();
+        m.listen_ended = true;
+    });
+    // stop() does nothing to a server not yet running: wait for it, so that stop() always ends the thread
+    while (!m.svr.is_running() && !m.listen_ended) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return port;
 }
+
+int HttpServer::in_flight() const { return impl_->in_flight.load(); }
 
 void HttpServer::set_ready(Engine* engine, const ApiModel& model) {
     impl_->model = model;

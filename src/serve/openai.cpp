@@ -1,5 +1,6 @@
 #include "plainllama/serve/openai.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -58,8 +59,10 @@ int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int6
     const json* v = field(body, name);
     if (!v) return fallback;
     if (!v->is_number_integer() && !(v->is_number_float() && v->get<double>() == std::floor(v->get<double>())))
-        throw wrong_type(name, "an integer", *v);
-    if (v->is_number_float() ? (v->get<double>() < double(lo) || v->get<double>() > double(hi))
+        throw bad_request("'" + std::string(name) + "' must be an integer, not " + v->dump(), name);
+    // a float is compared below 2^63 (double(INT64_MAX) rounds up to 2^63, which int64_t cannot hold)
+    if (v->is_number_float() ? (v->get<double>() < std::max(double(lo), -0x1p63) ||
+                                v->get<double>() >= std::min(double(hi) + 1, 0x1p63))
                              : v->is_number_unsigned() ? v->get<uint64_t>() > uint64_t(hi)
                                                        : (v->get<int64_t>() < lo || v->get<int64_t>() > hi))
         throw bad_request("'" + std::string(name) + "' must be between " + std::to_string(lo) + " and " +
@@ -93,7 +96,8 @@ std::string content_of(const json& m, const std::string& where) {
         const json& part = (*it)[i];
         const std::string w = where + ".content[" + std::to_string(i) + "]";
         if (!part.is_object()) throw wrong_type(w, "an object", part);
-        if (part.value("type", "") != "text" || !part.contains("text"))
+        const auto type = part.find("type");
+        if (type == part.end() || !type->is_string() || *type != "text" || !part.contains("text"))
             throw bad_request(w + ": only {\"type\": \"text\", \"text\": ...} parts are supported", w);
         s += text_of(part["text"], w + ".text");
     }
@@ -207,7 +211,8 @@ ApiRequest parse_request(const std::string& body_text, bool chat, const ApiModel
     }
 
     j.prompt = chat ? chat_prompt(body, m) : completion_prompt(body, m);
-    if (j.prompt.empty()) throw bad_request(chat ? "the messages render to no tokens" : "the prompt is empty", "prompt");
+    if (j.prompt.empty())
+        throw bad_request(chat ? "the messages render to no tokens" : "the prompt is empty", chat ? "messages" : "prompt");
     if (int64_t(j.prompt.size()) >= m.n_ctx)
         throw bad_request("this request's prompt is " + std::to_string(j.prompt.size()) +
                               " tokens but the context holds " + std::to_string(m.n_ctx) +

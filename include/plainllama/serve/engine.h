@@ -52,8 +52,10 @@ struct Job {
     JobOutput out;
 
     // Waits until the text is longer than `have` bytes or the job is over, at most `timeout_s`; a copy of the
-    // output.
+    // output whose `text` holds the bytes from `have` on (a stream copies each byte once).
     JobOutput wait(size_t have, double timeout_s);
+    // Waits until the job is over, at most `timeout_s`; a copy of the whole output.
+    JobOutput wait_end(double timeout_s);
 };
 
 struct EngineParams {
@@ -69,9 +71,10 @@ public:
     Engine(const Model& model, const Tokenizer& tok, std::vector<int32_t> stop_ids, const EngineParams& p);
     ~Engine();  // ends every job (Finish::cancelled) and joins the thread
 
-    // Queues a job; false when the queue is full or the engine is stopping (the job is untouched).
+    // Queues a job; false when `queue` jobs already wait for a slot besides those a free slot is about to take, or
+    // when the engine is closed (the job is untouched).
     bool submit(const std::shared_ptr<Job>& job);
-    // Ends every queued and running job with Finish::error "`why`" and refuses new ones.
+    // Ends every queued and running job with Finish::cancelled and the error text `why`, and refuses new ones.
     void abort_all(const std::string& why);
     // Refuses new jobs; those queued or running go on.
     void close();

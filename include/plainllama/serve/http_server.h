@@ -34,6 +34,8 @@ public:
     void set_ready(Engine* engine, const ApiModel& model);
     // /health answers 503 "shutting down", new completions 503; those running go on.
     void set_draining();
+    // Completions accepted whose response is not yet fully written.
+    int in_flight() const;
     // Closes the listening socket and waits for the connections in progress to end.
     void stop();
 
