@@ -92,7 +92,7 @@ Run add_serve(CLI::App& app) {
     auto o = std::make_shared<Opts>();
     add_model_options(cmd, o->m);
     cmd->get_option("-c")->description(
-        "KV cache positions of each slot (prompt + reply); 0 = min(max_position_embeddings, 4096)");
+        "KV cache positions of each slot (prompt + reply); default min(max_position_embeddings, 4096)");
     cmd->add_option("--host", o->http.host, "Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
                                             "interface)")
         ->capture_default_str();
