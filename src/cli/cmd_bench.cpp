@@ -64,13 +64,6 @@ std::string projection_dtype(const Model& m) {
     return d;
 }
 
-// The folder's name, with or without a trailing slash.
-std::string model_name(const std::string& dir) {
-    std::filesystem::path p(dir);
-    if (p.filename().empty()) p = p.parent_path();
-    return p.filename().empty() ? dir : p.filename().string();
-}
-
 // A markdown table with each column as wide as its widest cell; numeric columns right-aligned.
 void print_table(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
     std::vector<size_t> w(rows[0].size(), 0);

@@ -148,17 +148,10 @@ Run add_chat(CLI::App& app) {
         Loaded l = load(o->m);
         const bool quiet = o->m.quiet;
         const Tokenizer& tok = *l.tokenizer;
-        TemplateChoice choice = detect_template(o->m.model);
-        if (o->tmpl != "auto") {
-            choice.kind = parse_template_name(o->tmpl, "--template");
-            choice.reason = "--template";
-            choice.warning.clear();
-        }
+        const TemplateChoice choice = choose_template(o->m.model, o->tmpl);
         const ChatTemplate tmpl(choice.kind, tok, choice);
         Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});
-        std::vector<int32_t> stop = tmpl.end_of_turn_ids();
-        for (int32_t id : l.stop_ids)
-            if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
+        const std::vector<int32_t> stop = reply_stop_ids(tmpl, l);
         ChatSession session(ctx, tok, tmpl, resolve_sampling(o->s, quiet), stop);
         session.set_system(o->system);
 

@@ -131,16 +131,9 @@ Run add_serve(CLI::App& app) {
         if (!quiet) std::fprintf(stderr, "plainllama serve: loading %s ...\n", o->m.model.c_str());
 
         Loaded l = load(o->m);
-        TemplateChoice choice = detect_template(o->m.model);
-        if (o->tmpl != "auto") {
-            choice.kind = parse_template_name(o->tmpl, "--template");
-            choice.reason = "--template";
-            choice.warning.clear();
-        }
+        const TemplateChoice choice = choose_template(o->m.model, o->tmpl);
         const ChatTemplate tmpl(choice.kind, *l.tokenizer, choice);
-        std::vector<int32_t> stop = tmpl.end_of_turn_ids();
-        for (int32_t id : l.stop_ids)
-            if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
+        const std::vector<int32_t> stop = reply_stop_ids(tmpl, l);
         EngineParams ep;
         ep.slots = o->parallel;
         ep.n_ctx = o->m.ctx_size;
@@ -148,8 +141,7 @@ Run add_serve(CLI::App& app) {
         Engine engine(*l.model, *l.tokenizer, stop, ep);
 
         ApiModel api;
-        const std::filesystem::path dir = std::filesystem::path(o->m.model).lexically_normal();
-        api.id = (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();
+        api.id = model_name(o->m.model);
         api.tok = l.tokenizer.get();
         api.tmpl = &tmpl;
         api.defaults = resolve_sampling(o->s, true);

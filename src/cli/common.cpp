@@ -214,9 +214,8 @@ Loaded load(const ModelOpts& o) {
     // Repacking the weights takes seconds for large models: a percentage on a terminal, erased when done
     // (not for models under 64 MiB, which load in milliseconds).
     const bool tty = ::isatty(2) && !o.quiet;
-    const std::filesystem::path dir = std::filesystem::path(o.model).lexically_normal();
     // The folder's name, not its path: the line must fit the terminal for \r to rewrite it.
-    const std::string name = (dir.has_filename() ? dir.filename() : dir.parent_path().filename()).string();
+    const std::string name = model_name(o.model);
     int shown = -1;
     try {
         l.model = std::make_unique<Model>(o.model, [&](size_t done, size_t total) {
@@ -236,6 +235,29 @@ Loaded load(const ModelOpts& o) {
                          load_generation_eos(o.model, l.model->config().vocab_size));
     l.load_seconds = now_seconds() - t0;
     return l;
+}
+
+std::string model_name(const std::string& dir) {
+    std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();
+    return p.filename().empty() ? dir : p.filename().string();
+}
+
+TemplateChoice choose_template(const std::string& model_dir, const std::string& flag) {
+    TemplateChoice choice = detect_template(model_dir);
+    if (flag != "auto") {
+        choice.kind = parse_template_name(flag, "--template");
+        choice.reason = "--template";
+        choice.warning.clear();
+    }
+    return choice;
+}
+
+std::vector<int32_t> reply_stop_ids(const ChatTemplate& tmpl, const Loaded& l) {
+    std::vector<int32_t> stop = tmpl.end_of_turn_ids();
+    for (int32_t id : l.stop_ids)
+        if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
+    return stop;
 }
 
 void check_vocab(const Tokenizer& tok, const LlamaConfig& c, const std::string& dir) {

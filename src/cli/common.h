@@ -8,6 +8,7 @@
 
 #include "plainllama/io/tokenizer.h"
 #include "plainllama/model/model.h"
+#include "plainllama/run/chat_template.h"
 #include "plainllama/run/sampler.h"
 #include "plainllama/sys/clock.h"
 
@@ -57,6 +58,15 @@ bool refresh_threads(Loaded& l, int requested, int samples);
 Loaded load(const ModelOpts& o);
 // Error when the tokenizer has more tokens than config.json's vocab_size (the embedding's rows).
 void check_vocab(const Tokenizer& tok, const LlamaConfig& c, const std::string& dir);
+
+// The folder's name, with or without a trailing slash (models/TinyLlama/ -> "TinyLlama"): bench's table, the
+// progress line, the server's model id.
+std::string model_name(const std::string& dir);
+
+// The chat template of `chat` and `serve`: --template NAME, or "auto" (the model folder's, detect_template).
+TemplateChoice choose_template(const std::string& model_dir, const std::string& flag);
+// What ends a reply: the template's end-of-turn ids, then the model's EOS ids, each once.
+std::vector<int32_t> reply_stop_ids(const ChatTemplate& tmpl, const Loaded& l);
 
 // Text of a prompt: -p TEXT or -f FILE ("-" = stdin). Checks it is valid UTF-8.
 std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given);

@@ -39,9 +39,8 @@ JobOutput Job::wait_end(double timeout_s) {
 struct Engine::Slot {
     int seq = 0;
     std::shared_ptr<Job> job;     // null: free
-    std::vector<int32_t> cached;  // the tokens in this slot's cache: [n_past(seq)]
-    // the running job
-    std::vector<int32_t> tokens;  // prompt + sampled
+    // the running job's prompt + sampled tokens (kept after it ends): the cache holds the first n_past(seq)
+    std::vector<int32_t> tokens;
     int64_t prompt_done = 0;      // prompt tokens in the cache
     bool generating = false;      // `tokens.back()` was sampled and waits for the next step
     std::unique_ptr<Sampler> sampler;
@@ -184,14 +183,13 @@ void Engine::admit() {
         size_t best_n = 0;
         for (auto& s : slots_)
             if (!s->job) {
-                const size_t n = common_prefix(s->cached, j->params.prompt);
+                const size_t n = std::min(common_prefix(s->tokens, j->params.prompt), size_t(ctx_.n_past(s->seq)));
                 if (!best || n > best_n) best = s.get(), best_n = n;
             }
         Slot& s = *best;
         // at least the prompt's last token is evaluated: its logits start the reply
         const size_t keep = std::min(best_n, j->params.prompt.size() - 1);
         ctx_.truncate(int64_t(keep), s.seq);
-        s.cached.resize(keep);
         s.job = j;
         s.tokens = j->params.prompt;
         s.prompt_done = int64_t(keep);
@@ -220,7 +218,6 @@ void Engine::prefill(Slot& s) {
     const int64_t n = std::min<int64_t>(params_.prefill_chunk, int64_t(P.size()) - s.prompt_done);
     try {
         const float* logits = ctx_.eval(P.data() + s.prompt_done, n, false, {}, s.seq);
-        s.cached.insert(s.cached.end(), P.begin() + s.prompt_done, P.begin() + s.prompt_done + n);
         s.prompt_done += n;
         if (s.prompt_done < int64_t(P.size())) return;
         const double now = now_seconds();
@@ -252,7 +249,6 @@ void Engine::step() {
     const int32_t V = int32_t(model_.config().vocab_size);
     try {
         const float* logits = ctx_.eval_step(batch);
-        for (Slot* s : rows) s->cached.push_back(s->tokens.back());
         for (size_t i = 0; i < rows.size(); ++i) {
             Slot& s = *rows[i];
             try {
