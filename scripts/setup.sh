@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 # The tests also need python3-numpy (script tests), qemu-user (the binary on emulated older CPUs) and curl
 # (models/fetch.sh against a local fake hub).
-packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libsentencepiece-dev libonig-dev
+packages=(build-essential cmake ninja-build pkg-config libcli11-dev nlohmann-json3-dev libsentencepiece-dev libonig-dev
           libedit-dev libcpp-httplib-dev libgtest-dev libbenchmark-dev python3 python3-numpy qemu-user curl)
 missing=()
 for p in "${packages[@]}"; do
@@ -34,5 +34,9 @@ if [[ ! -d tests/openai/node_modules/openai ]]; then
 fi
 
 build_dir=${BUILD_DIR:-build}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# Ninja compiles one target's files while another still links (make waits); a folder configured before keeps its
+# generator.
+generator=()
+[[ -f $build_dir/CMakeCache.txt ]] || generator=(-G Ninja)
+cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 cmake --build "$build_dir" -j"$(nproc)"

@@ -277,13 +277,13 @@ TEST(ChatTemplate, RolesMustAlternate) {
 
 // ---- ChatSession on stories260K (greedy) ----
 
-struct Fixture {
+struct ChatFixture {
     Model model{model_dir()};
     SentencePieceTokenizer tok{model_dir() / "tokenizer.model"};
     Context ctx;
     ChatTemplate tmpl;
     ChatSession session;
-    Fixture(TemplateKind k = TemplateKind::raw, int64_t n_ctx = 0)
+    ChatFixture(TemplateKind k = TemplateKind::raw, int64_t n_ctx = 0)
         : ctx(model, ContextParams{n_ctx, 512}), tmpl(k, tok), session(ctx, tok, tmpl, greedy(), stop_ids()) {
         set_threads(1);
     }
@@ -303,12 +303,12 @@ struct Fixture {
 };
 
 TEST(ChatSession, FirstReplyEqualsGenerate) {
-    Fixture f;
+    ChatFixture f;
     std::string streamed;
     const ChatTurn t = f.session.send("Once upon a time", 40, [&](const std::string& s) { streamed += s; });
     // generate() on the same text, on a fresh context.
     Context ctx(f.model);
-    Sampler sampler(Fixture::greedy());
+    Sampler sampler(ChatFixture::greedy());
     StreamDecoder dec(f.tok);
     Ids tokens = f.tok.encode("Once upon a time", true);
     const size_t n0 = tokens.size();
@@ -331,7 +331,7 @@ TEST(ChatSession, FirstReplyEqualsGenerate) {
 // A Ctrl-C while the prompt is evaluated (the stop flag) ends the turn before its reply: nothing of that prompt
 // is in the cache, and the next turn evaluates it along with the new message, then replies as usual.
 TEST(ChatSession, AStopDuringThePromptLeavesItToTheNextTurn) {
-    Fixture f;
+    ChatFixture f;
     std::atomic<bool> stop{true};
     std::string streamed;
     const ChatTurn t = f.session.send(
@@ -358,10 +358,10 @@ TEST(ChatSession, AStopDuringThePromptLeavesItToTheNextTurn) {
 
 // generate() reports a stop that cut the prompt, also when nothing was to be sampled (-n 0).
 TEST(Generate, AStopDuringThePromptIsReported) {
-    Fixture f;
+    ChatFixture f;
     for (int64_t n_predict : {0, 5}) {
         Context ctx(f.model);
-        Sampler sampler(Fixture::greedy());
+        Sampler sampler(ChatFixture::greedy());
         StreamDecoder dec(f.tok);
         Ids tokens = f.tok.encode("Once upon a time", true);
         const std::atomic<bool> stop{true};
@@ -377,7 +377,7 @@ TEST(Generate, AStopDuringThePromptIsReported) {
 // Turn N evaluates only its new tokens: the new user message's segment, plus the last reply token when the
 // reply stopped at n_predict (sampled, not yet evaluated).
 TEST(ChatSession, EachTurnEvaluatesOnlyNewTokensRaw) {
-    Fixture f;
+    ChatFixture f;
     const std::vector<std::string> users = {"Once upon a time", "The dog ran to the park", "Lily smiled"};
     for (size_t i = 0; i < users.size(); ++i) {
         const int64_t before = f.ctx.n_past();
@@ -397,7 +397,7 @@ TEST(ChatSession, EachTurnEvaluatesOnlyNewTokensRaw) {
 }
 
 TEST(ChatSession, EachTurnEvaluatesOnlyNewTokensLlama2) {
-    Fixture f(TemplateKind::llama2);
+    ChatFixture f(TemplateKind::llama2);
     ChatTurn t = f.session.send("Tell me a story.", 12, nullptr);
     EXPECT_EQ(t.stats.n_prompt, int64_t(1 + f.tok.encode("[INST] Tell me a story. [/INST]", false).size()));
     const bool eos = t.stats.stopped_eos;
@@ -408,7 +408,7 @@ TEST(ChatSession, EachTurnEvaluatesOnlyNewTokensLlama2) {
 
 // A changed history (here the system prompt) is re-evaluated from the first token that differs.
 TEST(ChatSession, SystemChangeKeepsCommonPrefix) {
-    Fixture f;
+    ChatFixture f;
     f.session.send("Once upon a time", 10, nullptr);
     const Ids r1 = f.last_ids();
     f.session.set_system("Tom had a red ball.");
@@ -423,7 +423,7 @@ TEST(ChatSession, SystemChangeKeepsCommonPrefix) {
 }
 
 TEST(ChatSession, ResetGivesTheFreshReply) {
-    Fixture f;
+    ChatFixture f;
     const std::string r1 = f.session.send("Once upon a time", 30, nullptr).reply;
     f.session.send("The dog", 30, nullptr);
     f.session.reset();
@@ -451,7 +451,7 @@ TEST(ChatSession, ResetRestartsTheSeed) {
 }
 
 TEST(ChatSession, ContextOverflowDropsOldestTurns) {
-    Fixture f(TemplateKind::raw, 64);
+    ChatFixture f(TemplateKind::raw, 64);
     const std::string u1 = "Once upon a time there was a little girl named Lily who loved to play in the park";
     const std::string u2 = "One day a big dog came to the park and wanted to play with the ball";
     std::vector<std::string> notices;
@@ -466,7 +466,7 @@ TEST(ChatSession, ContextOverflowDropsOldestTurns) {
     EXPECT_EQ(f.session.messages()[0].content, u2);
     EXPECT_LE(f.ctx.n_past(), 64);
     // The kept conversation is just u2: the same reply as a fresh session given u2.
-    Fixture fresh(TemplateKind::raw, 64);
+    ChatFixture fresh(TemplateKind::raw, 64);
     EXPECT_EQ(t.reply, fresh.session.send(u2, 16, nullptr).reply);
 
     // A message too long for the context even alone is rejected; nothing changes.
@@ -488,7 +488,7 @@ TEST(ChatSession, ContextOverflowDropsOldestTurns) {
 
 // A reply that fills the context is cut (and said so); the next turn drops old turns and goes on.
 TEST(ChatSession, ReplyCutByFullContext) {
-    Fixture f(TemplateKind::raw, 32);
+    ChatFixture f(TemplateKind::raw, 32);
     std::vector<std::string> notices;
     auto note = [&](const std::string& s) { notices.push_back(s); };
     ChatTurn t = f.session.send("Once upon a time", -1, nullptr, nullptr, note);
@@ -503,7 +503,7 @@ TEST(ChatSession, ReplyCutByFullContext) {
 // Stopping mid-reply keeps what was generated; all of it is in the cache, so the next turn evaluates only the
 // new message.
 TEST(ChatSession, InterruptedReplyIsKept) {
-    Fixture f;
+    ChatFixture f;
     std::atomic<bool> stop{false};
     int pieces = 0;
     ChatTurn t = f.session.send(
@@ -521,7 +521,7 @@ TEST(ChatSession, InterruptedReplyIsKept) {
 }
 
 TEST(ChatSession, JsonRoundTrip) {
-    Fixture f;
+    ChatFixture f;
     f.session.set_system("A story.");
     f.session.send("Once upon a time", 10, nullptr);
     f.session.send("The dog", 10, nullptr);
@@ -533,7 +533,7 @@ TEST(ChatSession, JsonRoundTrip) {
     EXPECT_EQ(j["messages"][1]["role"], "assistant");
     EXPECT_EQ(j["messages"][1]["content"], f.session.messages()[1].content);
 
-    Fixture g;
+    ChatFixture g;
     g.session.from_json(j, "t.json");
     EXPECT_EQ(g.session.to_json(), j);
     EXPECT_EQ(g.session.system(), "A story.");

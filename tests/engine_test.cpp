@@ -16,7 +16,7 @@ namespace {
 
 using test::model_dir;
 
-struct Fixture {
+struct EngineFixture {
     Model model{model_dir("stories260K")};
     std::unique_ptr<Tokenizer> tok = load_tokenizer(model_dir("stories260K"));
 };
@@ -47,7 +47,7 @@ EngineParams params(int slots) {
 }
 
 TEST(Engine, ConcurrentJobsGetTheirTextAlone) {
-    Fixture f;
+    EngineFixture f;
     const std::vector<std::string> prompts = {"Once upon a time", "The dog", "Lily and Ben", "One day, Tom",
                                               "The sun was", "A little bird", "Mom said", "The big tree"};
     std::vector<std::string> alone;
@@ -80,7 +80,7 @@ TEST(Engine, ConcurrentJobsGetTheirTextAlone) {
 }
 
 TEST(Engine, StopStringsLimitsAndCacheReuse) {
-    Fixture f;
+    EngineFixture f;
     Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(2));
     auto full = job(*f.tok, "Once upon a time", 30);
     ASSERT_TRUE(e.submit(full));
@@ -103,7 +103,7 @@ TEST(Engine, StopStringsLimitsAndCacheReuse) {
 }
 
 TEST(Engine, CancelledJobEndsAndFreesItsSlot) {
-    Fixture f;
+    EngineFixture f;
     Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
     auto long_job = job(*f.tok, "Once upon a time", -1);  // until the context is full
     ASSERT_TRUE(e.submit(long_job));
@@ -116,7 +116,7 @@ TEST(Engine, CancelledJobEndsAndFreesItsSlot) {
 }
 
 TEST(Engine, FullQueueAndClosedEngineRefuse) {
-    Fixture f;
+    EngineFixture f;
     EngineParams p = params(1);
     p.queue = 1;
     Engine e(f.model, *f.tok, {f.tok->eos_id()}, p);
@@ -145,7 +145,7 @@ TEST(Engine, FullQueueAndClosedEngineRefuse) {
 }
 
 TEST(Engine, AbortEndsRunningAndQueuedJobs) {
-    Fixture f;
+    EngineFixture f;
     Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
     auto running = job(*f.tok, "Once upon a time", -1), queued = job(*f.tok, "The dog", 8);
     ASSERT_TRUE(e.submit(running));
@@ -161,7 +161,7 @@ TEST(Engine, AbortEndsRunningAndQueuedJobs) {
 }
 
 TEST(Engine, StreamedPiecesAddUpToTheText) {
-    Fixture f;
+    EngineFixture f;
     Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
     auto j = job(*f.tok, "Once upon a time", 40);
     ASSERT_TRUE(e.submit(j));

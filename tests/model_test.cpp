@@ -24,21 +24,10 @@ using test::RawTensor;
 using test::read_json;
 using test::shared_dir;
 using test::TempDir;
+using test::decode_bf16;
+using test::decode_f16;
 
 // ---- a naive reference forward pass, in double, from config.json and the raw safetensors bytes ------
-
-double decode_f16(uint16_t h) {
-    const int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    const double v = e == 0 ? std::ldexp(double(m), -24) : std::ldexp(double(1024 + m), e - 25);
-    return s ? -v : v;
-}
-
-double decode_bf16(uint16_t h) {
-    const uint32_t u = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return double(f);
-}
 
 std::vector<double> decode_tensor(const RawTensor& t) {
     std::vector<double> v;

@@ -62,11 +62,11 @@ std::vector<float> random_row(int64_t K, std::mt19937& rng, float scale = 1.0f) 
     return x;
 }
 
-const QuantType kTypes[] = {QuantType::q8_0, QuantType::q4_k, QuantType::q6_k};
+const QuantType kQuantTypes[] = {QuantType::q8_0, QuantType::q4_k, QuantType::q6_k};
 
 TEST(QuantFormat, BlocksReadAsGgufDefinesThem) {
     std::mt19937 rng(1);
-    for (QuantType t : kTypes) {
+    for (QuantType t : kQuantTypes) {
         const int64_t K = 1024;
         EXPECT_EQ(quant_row_bytes(t, K), size_t(K / quant_block(t)) * quant_block_bytes(t));
         for (int trial = 0; trial < 20; ++trial) {
@@ -91,7 +91,7 @@ TEST(QuantFormat, BlocksReadAsGgufDefinesThem) {
 // constant and all-zero groups.
 TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
     std::mt19937 rng(6);
-    for (QuantType t : kTypes)
+    for (QuantType t : kQuantTypes)
         for (int64_t K : {256, 768, 2048, 2304}) {
             for (int trial = 0; trial < 6; ++trial) {
                 auto x = random_row(K, rng, trial % 3 == 0 ? 1e-3f : trial % 3 == 1 ? 1.0f : 50.0f);
@@ -123,7 +123,7 @@ TEST(QuantFormat, ErrorWithinTheFormatsPrecision) {
     std::mt19937 rng(2);
     const int64_t K = 4096;
     const auto x = random_row(K, rng);
-    for (QuantType t : kTypes) {
+    for (QuantType t : kQuantTypes) {
         std::vector<uint8_t> q(quant_row_bytes(t, K));
         quantize_row(t, x.data(), q.data(), K);
         std::vector<float> y(static_cast<size_t>(K));
@@ -183,7 +183,7 @@ TEST(QuantFormat, TilesHoldTheRows) {
     EXPECT_FALSE(tiled(QuantType::q4_k, 45));
     EXPECT_FALSE(tiled(QuantType::q6_k, 40));
     EXPECT_FALSE(tiled(QuantType::none, 48));
-    for (QuantType t : kTypes) {
+    for (QuantType t : kQuantTypes) {
         const int64_t N = 48, K = 768, nb = K / quant_block(t), bb = int64_t(quant_block_bytes(t));
         QuantMatrix q(t, N, K, rng);
         ASSERT_TRUE(tiled(t, N));
@@ -214,7 +214,7 @@ std::vector<float> product(const PackedMatrix& m, const std::vector<float>& x, i
 // the dequantized weights and x to f32 rounding, in every variant.
 TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
     std::mt19937 rng(3);
-    for (QuantType t : kTypes)
+    for (QuantType t : kQuantTypes)
         for (int64_t K : {256, 768, 2048, 4608}) {
             const int64_t N = K == 768 ? 45 : 48, T = 40;  // 48: interleaved tiles; 45: rows of blocks
             QuantMatrix q(t, N, K, rng);
@@ -259,7 +259,7 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
 // and the product of the unquantized matrices to within the quantization error.
 TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
     std::mt19937 rng(4);
-    for (QuantType t : kTypes) {
+    for (QuantType t : kQuantTypes) {
         const int64_t N = 32, K = 1024, block = t == QuantType::q8_0 ? 32 : 256;
         QuantMatrix q(t, N, K, rng);
         const auto x = random_row(K, rng);

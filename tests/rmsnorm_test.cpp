@@ -162,7 +162,7 @@ double tolerance(DType t, double ref) {
 
 using test::Threads;
 
-const DType kTypes[] = {DType::F32, DType::BF16, DType::F16};
+const DType kDTypes[] = {DType::F32, DType::BF16, DType::F16};
 const int64_t kSizes[] = {1, 3, 7, 63, 64, 65, 127, 1000, 4097, 8192};
 const int kThreads[] = {1, 2, 4};
 
@@ -180,8 +180,8 @@ class RmsNormMistakes : public test::EveryKernel {};
 TEST_P(RmsNorm, MatchesDoubleReferenceAllTypesSizesThreads) {
     std::mt19937 rng(1234);
     double worst_f32 = 0;
-    for (DType xt : kTypes)
-        for (DType wt : kTypes)
+    for (DType xt : kDTypes)
+        for (DType wt : kDTypes)
             for (int64_t n : kSizes)
                 for (int64_t rows : {1, 2, 3, 5, 8, 17, 33}) {
                     // x spans 2^-4 .. 2^3 (an activation's range); w near 1 with both signs.
@@ -235,7 +235,7 @@ TEST_P(RmsNorm, UnitWeightGivesUnitRmsAndKeepsTheMean) {
     std::normal_distribution<double> noise(0.0, 1.0);
     std::vector<double> xv(size_t(rows * n));
     for (double& v : xv) v = double(float(5.0 + noise(rng)));
-    for (DType xt : kTypes) {
+    for (DType xt : kDTypes) {
         std::vector<double> xr = xv;
         if (xt != DType::F32)  // multiples of 1/16 below 16: exact in bf16 (8 significant bits) and f16
             for (double& v : xr) v = std::ldexp(std::round(std::ldexp(v, 4)), -4);
@@ -257,7 +257,7 @@ TEST_P(RmsNorm, UnitWeightGivesUnitRmsAndKeepsTheMean) {
 }
 
 TEST_P(RmsNorm, ZeroInputGivesExactZeros) {
-    for (DType xt : kTypes)
+    for (DType xt : kDTypes)
         for (int64_t n : {1, 7, 65, 8192}) {
             const Buffer x = from_values(xt, std::vector<double>(size_t(2 * n), 0.0));
             const Buffer w = from_values(DType::F32, std::vector<double>(size_t(n), 1.5));
