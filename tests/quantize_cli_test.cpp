@@ -19,49 +19,54 @@ namespace fs = std::filesystem;
 const std::string kVal = (test::shared_dir() / "data/tinystories_val.txt").string();
 
 nlohmann::json ppl(const std::string& dir, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"perplexity", "-m", dir, "-f", kVal, "-c", "256", "--chunks", "8", "--json", "--quiet"};
+    std::vector<std::string> args = {"perplexity", "-m", dir, "-f", kVal, "-c", "256", "--chunks", "3", "--json", "--quiet"};
     args.insert(args.end(), extra.begin(), extra.end());
     const auto r = run_binary(args);
     EXPECT_EQ(r.status, 0) << r.err;
     return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json{};
 }
 
-TEST(Quantize, SavedFolderEqualsQuantizingAtLoad) {
-    const std::string src = test::model_dir("tinystories3M").string();
-    for (const char* scheme : {"q8_0", "q6_k", "q4_k_m"}) {
-        test::TempDir tmp;
-        const auto out = tmp / "q";
-        const auto r = run_binary({"quantize", "-m", src, "-o", out.string(), "--quant", scheme});
-        ASSERT_EQ(r.status, 0) << r.err;
-        EXPECT_TRUE(HasSubstr(r.err, scheme));
-        for (const char* f : {"config.json", "tokenizer.model", "model.safetensors"}) EXPECT_TRUE(fs::exists(out / f)) << f;
-        EXPECT_FALSE(fs::exists(out / ".model.safetensors.partial"));
-        // the same figures as quantizing at load, to the last digit, with or without naming the scheme again
-        EXPECT_EQ(ppl(out.string())["ppl"], ppl(src, {"--quant", scheme})["ppl"]) << scheme;
-        EXPECT_EQ(ppl(out.string(), {"--quant", scheme})["ppl"], ppl(out.string())["ppl"]) << scheme;
+class SavedFolder : public ::testing::TestWithParam<const char*> {};
 
-        // the blocks are the source rows quantized (GGUF's layout, quant.h), U8 [rows, row bytes], formats in
-        // __metadata__
-        const Checkpoint saved(out);
-        const Checkpoint orig(src);
-        const std::string name = "model.layers.3.mlp.down_proj.weight";
-        const TensorView& t = *saved.find(name);
-        const std::string fmt = saved.metadata().at("plainllama.quant:" + name);
-        QuantType q;
-        ASSERT_TRUE(parse_quant_type(fmt, &q));
-        EXPECT_EQ(fmt, std::string(scheme) == "q4_k_m" ? "q6_k" : scheme);
-        EXPECT_EQ(saved.metadata().at("plainllama.quant_scheme"), scheme);
-        EXPECT_EQ(t.dtype, DType::U8);
-        const TensorView& o = *orig.find(name);
-        ASSERT_EQ(t.shape, (std::vector<int64_t>{o.shape[0], int64_t(quant_row_bytes(q, o.shape[1]))}));
-        std::vector<uint8_t> row(quant_row_bytes(q, o.shape[1]));
-        quantize_row(q, static_cast<const float*>(o.data) + 5 * o.shape[1], row.data(), o.shape[1]);
-        EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(t.data) + 5 * row.size(), row.data(), row.size()), 0);
-        // norms and embeddings as in the source
-        EXPECT_EQ(saved.find("model.norm.weight")->dtype, DType::F32);
-        EXPECT_EQ(saved.find("model.embed_tokens.weight")->dtype, DType::F32);
-    }
+TEST_P(SavedFolder, EqualsQuantizingAtLoad) {
+    const char* scheme = GetParam();
+    const std::string src = test::model_dir("tinystories3M").string();
+    test::TempDir tmp;
+    const auto out = tmp / "q";
+    const auto r = run_binary({"quantize", "-m", src, "-o", out.string(), "--quant", scheme});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_TRUE(HasSubstr(r.err, scheme));
+    for (const char* f : {"config.json", "tokenizer.model", "model.safetensors"}) EXPECT_TRUE(fs::exists(out / f)) << f;
+    EXPECT_FALSE(fs::exists(out / ".model.safetensors.partial"));
+    // the same figures as quantizing at load, to the last digit, with or without naming the scheme again
+    const auto saved_ppl = ppl(out.string())["ppl"];
+    EXPECT_EQ(saved_ppl, ppl(src, {"--quant", scheme})["ppl"]);
+    EXPECT_EQ(ppl(out.string(), {"--quant", scheme})["ppl"], saved_ppl);
+
+    // the blocks are the source rows quantized (GGUF's layout, quant.h), U8 [rows, row bytes], formats in
+    // __metadata__
+    const Checkpoint saved(out);
+    const Checkpoint orig(src);
+    const std::string name = "model.layers.3.mlp.down_proj.weight";
+    const TensorView& t = *saved.find(name);
+    const std::string fmt = saved.metadata().at("plainllama.quant:" + name);
+    QuantType q;
+    ASSERT_TRUE(parse_quant_type(fmt, &q));
+    EXPECT_EQ(fmt, std::string(scheme) == "q4_k_m" ? "q6_k" : scheme);
+    EXPECT_EQ(saved.metadata().at("plainllama.quant_scheme"), scheme);
+    EXPECT_EQ(t.dtype, DType::U8);
+    const TensorView& o = *orig.find(name);
+    ASSERT_EQ(t.shape, (std::vector<int64_t>{o.shape[0], int64_t(quant_row_bytes(q, o.shape[1]))}));
+    std::vector<uint8_t> row(quant_row_bytes(q, o.shape[1]));
+    quantize_row(q, static_cast<const float*>(o.data) + 5 * o.shape[1], row.data(), o.shape[1]);
+    EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(t.data) + 5 * row.size(), row.data(), row.size()), 0);
+    // norms and embeddings as in the source
+    EXPECT_EQ(saved.find("model.norm.weight")->dtype, DType::F32);
+    EXPECT_EQ(saved.find("model.embed_tokens.weight")->dtype, DType::F32);
 }
+
+INSTANTIATE_TEST_SUITE_P(Quantize, SavedFolder, ::testing::Values("q8_0", "q6_k", "q4_k_m"),
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST(Quantize, Errors) {
     const std::string src = test::model_dir("tinystories3M").string();
