@@ -88,7 +88,7 @@ TEST(QuantFormat, BlocksReadAsGgufDefinesThem) {
 
 // Every ISA variant's quantizer (quantize.inc, vectorised across groups) writes the scalar variant's bytes, and
 // dequantizes them to the same floats: rows of several scales, lengths that leave a super-block alone in its call,
-// constant and all-zero groups.
+// constant and all-zero groups, zeros of either sign.
 TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
     std::mt19937 rng(6);
     for (QuantType t : kQuantTypes)
@@ -98,6 +98,8 @@ TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
                 if (trial == 1) std::fill(x.begin(), x.begin() + 32, 0.25f);   // a constant group
                 if (trial == 2) std::fill(x.begin() + 64, x.begin() + 128, 0.0f);  // zero groups
                 if (trial == 4) std::fill(x.begin(), x.begin() + 256, 0.0f);    // a zero super-block
+                if (trial == 5)  // zero groups of both signs' zeros (the variants take maxima in different orders)
+                    for (int i = 0; i < 64; ++i) x[size_t(i)] = i % 3 ? -0.0f : 0.0f;
                 std::vector<uint8_t> want(quant_row_bytes(t, K)), got(want.size());
                 std::vector<float> want_y(static_cast<size_t>(K)), got_y(want_y.size());
                 {

@@ -1,6 +1,8 @@
 // The portable kernels: plain C++ for any x86-64 (compiled like the rest of the project), and the reference the
 // tests hold the others to. 16-bit panels are always widened before the GEMM (a software F16 conversion per use
 // would cost more than the products).
+#include <xmmintrin.h>  // SSE, part of every x86-64: quantize.inc's clamp
+
 #include <cstdint>
 
 #include "isa.h"
