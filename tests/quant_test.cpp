@@ -212,13 +212,15 @@ std::vector<float> product(const PackedMatrix& m, const std::vector<float>& x, i
 
 // Decode (T = 1, integer dot products on 8-bit activations): every variant computes the scalar table's bits (exact
 // integer sums, the same float steps in the same order), and a batch of fewer than 32 tokens gives the same bits
-// row by row. A batch of 32 or more (the dequantized weights in the f32 GEMM) equals the double-precision product of
-// the dequantized weights and x to f32 rounding, in every variant.
+// row by row (the same kernel calls, a run of panels for each token in turn). A batch of 32 or more (the dequantized
+// weights in the f32 GEMM) equals the double-precision product of the dequantized weights and x to f32 rounding, in
+// every variant.
 TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
     std::mt19937 rng(3);
     for (QuantType t : kQuantTypes)
         for (int64_t K : {256, 768, 2048, 4608}) {
-            const int64_t N = K == 768 ? 45 : 48, T = 40;  // 48: interleaved tiles; 45: rows of blocks
+            // 48: interleaved tiles; 45: rows of blocks; 208 x 4608: several runs of panels for the tokens in turn
+            const int64_t N = K == 768 ? 45 : K == 4608 ? 208 : 48, T = 40;
             QuantMatrix q(t, N, K, rng);
             const auto x = random_row(T * K, rng);
             std::vector<float> want;  // [T, N] each row decoded alone by the scalar kernels

@@ -25,11 +25,13 @@ using isa::kNR;
 using isa::MicroTile;
 static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
 
-// Fewest tokens for which a product with quantized weights runs as a GEMM on dequantized panels (below: token by
-// token, as decode, each matrix for all the tokens before the next, so that it is read from memory once and then
-// from the cache). TinyLlama Q4_K_M, 2 threads, tok/s token by token: pp2 28, pp7 45, pp19 54, pp31 54; as a GEMM
-// (~0.3 s of dequantizing, then ~8 ms a token): pp8 24, pp20 38, pp32 46, pp48 56, pp64 67, pp128 100.
+// Fewest tokens for which a product with quantized weights runs as a GEMM on dequantized panels (below: each token as
+// decode, a cache-sized run of panels for all the tokens before the next, so the weights are read from memory once).
+// TinyLlama Q4_K_M, 2 threads, tok/s token by token: pp2 28, pp7 45, pp19 54, pp31 54; as a GEMM (~0.3 s of
+// dequantizing, then ~8 ms a token): pp8 24, pp20 38, pp32 46, pp48 56, pp64 67, pp128 100.
 constexpr int64_t kQuantGemmRows = 32;
+// Bytes of quantized weights run through for every token before the next (in L2 meanwhile).
+constexpr int64_t kRowsChunkBytes = 256 << 10;
 
 // kKC: a panel block [kKC][kNR] f32 (256 KiB) lives in L2, and fewer blocks mean fewer passes over the output tile
 // (2048 measured faster than 256 .. 1024).
@@ -74,28 +76,32 @@ void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
             tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
 }
 
-// x [K] as 8-bit blocks, for the quantized matrices of a decode step: once per step and block size needed.
+// x [T, K] as 8-bit blocks, for the quantized matrices of a decode step: once per step, token and block size needed.
 struct QuantizedX {
-    const BlockQ8x32* q32 = nullptr;
-    const BlockQ8x256* q256 = nullptr;
+    const BlockQ8x32* q32 = nullptr;    // [T][K / 32]
+    const BlockQ8x256* q256 = nullptr;  // [T][K / 256]
 };
-QuantizedX quantize_x(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
+QuantizedX quantize_x(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, int64_t K) {
     static thread_local std::vector<BlockQ8x32> q32;
     static thread_local std::vector<BlockQ8x256> q256;
     QuantizedX q;
     for (int i = 0; i < n_jobs; ++i) {
         const QuantType t = jobs[i].W->quant;
         if (t == QuantType::q8_0 && !q.q32) {
-            q32.resize(size_t(K / 32));
-            ks.quantize_q8x32(q32.data(), x, K);
+            q32.resize(size_t(T_ * (K / 32)));
+            for (int64_t r = 0; r < T_; ++r) ks.quantize_q8x32(q32.data() + r * (K / 32), x + r * K, K);
             q.q32 = q32.data();
         } else if ((t == QuantType::q4_k || t == QuantType::q6_k) && !q.q256) {
-            q256.resize(size_t(K / 256));
-            ks.quantize_q8x256(q256.data(), x, K);
+            q256.resize(size_t(T_ * (K / 256)));
+            for (int64_t r = 0; r < T_; ++r) ks.quantize_q8x256(q256.data() + r * (K / 256), x + r * K, K);
             q.q256 = q256.data();
         }
     }
     return q;
+}
+// Token r's blocks.
+QuantizedX token(const QuantizedX& q, int64_t r, int64_t K) {
+    return {q.q32 ? q.q32 + r * (K / 32) : nullptr, q.q256 ? q.q256 + r * (K / 256) : nullptr};
 }
 
 // out[r] = W[r, :] x for rows r0 .. r1-1 of a quantized W, x quantized.
@@ -134,10 +140,12 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const 
     }
 }
 
-// Decode: out_i = W_i x for every job, in one parallel region: the panels of all jobs, end to end, are cut into
-// one contiguous range per thread, so each thread streams its share of the weights once.
-void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t K) {
-    const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, K);
+// Decode, and a few tokens with quantized weights: out_i[t] = W_i x[t] for every job and token, in one parallel
+// region: the panels of all jobs, end to end, are cut into one contiguous range per thread, so each thread streams
+// its share of the weights once; with several tokens, a run of kRowsChunkBytes of them for every token before the
+// next run. Each output is the same kernel call on the same rows as for the token alone.
+void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, int64_t K) {
+    const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, T_, K);
     int64_t panels = 0;
     for (int i = 0; i < n_jobs; ++i) panels += n_panels(jobs[i].W->N);
 #pragma omp parallel if (panels * kPanel * K >= kParallelWork)
@@ -146,8 +154,16 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
         const int64_t g0 = panels * id / nt, g1 = panels * (id + 1) / nt;
         int64_t base = 0;
         for (int i = 0; i < n_jobs; ++i) {
-            const int64_t np = n_panels(jobs[i].W->N), lo = std::max(g0, base), hi = std::min(g1, base + np);
-            if (lo < hi) matvec_panels(ks, jobs[i], x, xq, lo - base, hi - base);
+            const PackedMatrix& W = *jobs[i].W;
+            const int64_t np = n_panels(W.N), lo = std::max(g0, base), hi = std::min(g1, base + np);
+            const int64_t panel_bytes = kPanel * (W.quant != QuantType::none ? int64_t(quant_row_bytes(W.quant, K))
+                                                                            : K * int64_t(dtype_size(W.dtype)));
+            const int64_t step = T_ == 1 ? hi - lo : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes);
+            for (int64_t c = lo; c < hi; c += step)
+                for (int64_t t = 0; t < T_; ++t) {
+                    const MatmulJob row{jobs[i].out + t * W.N, &W};
+                    matvec_panels(ks, row, x + t * K, token(xq, t, K), c - base, std::min(hi, c + step) - base);
+                }
             base += np;
         }
     }
@@ -298,19 +314,12 @@ void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool e
 void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact) {
     if (T < 1 || n_jobs < 1) return;
     const Kernels& ks = isa::active();
-    if (T == 1) return matvec_many(ks, jobs, n_jobs, x, jobs[0].W->K);
-    // Quantized weights and a few tokens (a chat turn): dequantizing every block for the GEMM costs more than
-    // running the tokens one by one through decode's integer products.
+    if (T == 1) return matvec_many(ks, jobs, n_jobs, x, 1, jobs[0].W->K);
+    // Quantized weights and a few tokens (a chat turn, the server's step): dequantizing every block for the GEMM
+    // costs more than decode's integer products for each token.
     bool quantized = false;
     for (int i = 0; i < n_jobs; ++i) quantized = quantized || jobs[i].W->quant != QuantType::none;
-    if (quantized && T < kQuantGemmRows) {
-        std::vector<MatmulJob> row(jobs, jobs + n_jobs);
-        for (int64_t t = 0; t < T; ++t) {
-            for (int i = 0; i < n_jobs; ++i) row[size_t(i)].out = jobs[i].out + t * jobs[i].W->N;
-            matvec_many(ks, row.data(), n_jobs, x + t * jobs[0].W->K, jobs[0].W->K);
-        }
-        return;
-    }
+    if (quantized && T < kQuantGemmRows) return matvec_many(ks, jobs, n_jobs, x, T, jobs[0].W->K);
     gemm_many(ks, jobs, n_jobs, x, T, exact);
 }
 
