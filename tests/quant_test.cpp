@@ -211,41 +211,42 @@ std::vector<float> product(const PackedMatrix& m, const std::vector<float>& x, i
 }
 
 // Decode (T = 1, integer dot products on 8-bit activations): every variant computes the scalar table's bits (exact
-// integer sums, the same float steps in the same order), and a batch of fewer than 32 tokens gives the same bits
-// row by row (the same kernel calls, a run of panels for each token in turn). A batch of 32 or more (the dequantized
-// weights in the f32 GEMM) equals the double-precision product of the dequantized weights and x to f32 rounding, in
-// every variant.
+// integer sums, the same float steps in the same order), and a batch of fewer than 128 tokens gives the same bits
+// row by row (the same kernel calls, a run of panels for each token in turn). A batch of 128 or more (the
+// dequantized weights in the f32 GEMM) equals the double-precision product of the dequantized weights and x to f32
+// rounding, in every variant.
 TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
     std::mt19937 rng(3);
     for (QuantType t : kQuantTypes)
         for (int64_t K : {256, 768, 2048, 4608}) {
             // 48: interleaved tiles; 45: rows of blocks; 208 x 4608: several runs of panels for the tokens in turn
-            const int64_t N = K == 768 ? 45 : K == 4608 ? 208 : 48, T = 40;
+            // T: enough tokens for the GEMM; the first 40 decoded alone by the scalar kernels
+            const int64_t N = K == 768 ? 45 : K == 4608 ? 208 : 48, T = 128, alone = 40;
             QuantMatrix q(t, N, K, rng);
             const auto x = random_row(T * K, rng);
-            std::vector<float> want;  // [T, N] each row decoded alone by the scalar kernels
+            std::vector<float> want;  // [alone, N]
             {
                 test::UseKernels scalar("scalar");
-                for (int64_t r = 0; r < T; ++r) {
+                for (int64_t r = 0; r < alone; ++r) {
                     const auto one = product(q.m, std::vector<float>(x.begin() + r * K, x.begin() + (r + 1) * K), 1);
                     want.insert(want.end(), one.begin(), one.end());
                 }
             }
             for (const std::string& v : kernel_variants()) {
                 test::UseKernels scope(v);
-                for (int64_t r = 0; r < T; r += 13) {
+                for (int64_t r = 0; r < alone; r += 13) {
                     const std::vector<float> one(x.begin() + r * K, x.begin() + (r + 1) * K);
                     EXPECT_EQ(product(q.m, one, 1), std::vector<float>(want.begin() + r * N, want.begin() + (r + 1) * N))
                         << v << " " << quant_name(t) << " K " << K << " row " << r;
                 }
-                const int64_t few = 7;
+                const int64_t few = 37;
                 EXPECT_EQ(product(q.m, std::vector<float>(x.begin(), x.begin() + few * K), few),
                           std::vector<float>(want.begin(), want.begin() + few * N))
                     << v << " " << quant_name(t) << " K " << K;
                 const auto got = product(q.m, x, T);
                 for (int64_t n = 0; n < N; ++n) {
                     const auto w = gguf_decode(t, q.row(n), K);
-                    for (int64_t r = 0; r < T; r += 3) {
+                    for (int64_t r = 0; r < T; r += 7) {
                         double exact = 0, mag = 0;
                         for (int64_t k = 0; k < K; ++k) {
                             exact += w[size_t(k)] * double(x[size_t(r * K + k)]);
@@ -290,20 +291,20 @@ TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
     }
 }
 
-// A quantized model: decoding token by token agrees with a batched prompt. Below 32 tokens a batch runs token by
-// token through the same integer products (bit for bit); from 32 the dequantized weights go through the f32 GEMM.
+// A quantized model: decoding token by token agrees with a batched prompt. Below 128 tokens a batch runs token by
+// token through the same integer products (bit for bit); from 128 the dequantized weights go through the f32 GEMM.
 // Not bit for bit then: decode rounds each matrix's input to 8 bits per block (relative error up to 1/254 of the
 // block's largest value), the GEMM keeps it f32, so the logits differ by what that rounding moves through 4 layers:
 // measured at most 1.9% of the logits' range on this model; the test allows 3%, and the same most likely token at
-// every position. Decoding twice gives the same bits (nothing depends on the thread split).
+// 95% of the positions (the repeated phrase leaves near ties: q8_0 0, q6_k 1 and q4_k_m 4 of 133 positions differ,
+// measured). Decoding twice gives the same bits (nothing depends on the thread split).
 TEST(QuantModel, DecodeAgreesWithPrefill) {
-    const std::vector<int32_t> text = {1,   403, 407, 261, 378, 36,  267, 432, 296, 350, 261, 308, 403, 407,
-                                       261, 378, 36,  267, 432, 296, 350, 261, 308, 403, 407, 261, 378, 36,
-                                       267, 432, 296, 350, 261, 308, 403, 407, 261, 378, 36,  267};  // 40 tokens
+    std::vector<int32_t> text = {1};  // 133 tokens: a phrase again and again
+    for (int i = 0; i < 12; ++i) text.insert(text.end(), {403, 407, 261, 378, 36, 267, 432, 296, 350, 261, 308});
     for (QuantScheme s : {QuantScheme::q8_0, QuantScheme::q6_k, QuantScheme::q4_k_m}) {
         Model model(test::model_dir("tinystories3M"), {}, s);
         const size_t V = size_t(model.config().vocab_size);
-        for (size_t n : {size_t(12), text.size()}) {
+        for (size_t n : {size_t(40), text.size()}) {
             const std::vector<int32_t> ids(text.begin(), text.begin() + long(n));
             Context batch(model), step(model), again(model);
             const float* p = batch.eval(ids, true);
@@ -316,10 +317,11 @@ TEST(QuantModel, DecodeAgreesWithPrefill) {
                 decode2.insert(decode2.end(), l, l + V);
             }
             EXPECT_EQ(decode, decode2) << scheme_name(s);
-            if (n < 32) {
+            if (n < 128) {
                 EXPECT_EQ(prefill, decode) << scheme_name(s);
                 continue;
             }
+            size_t same_top = 0;
             for (size_t t = 0; t < ids.size(); ++t) {
                 const float* a = &prefill[t * V];
                 const float* b = &decode[t * V];
@@ -327,9 +329,9 @@ TEST(QuantModel, DecodeAgreesWithPrefill) {
                 double worst = 0;
                 for (size_t v = 0; v < V; ++v) worst = std::max(worst, double(std::fabs(a[v] - b[v])));
                 EXPECT_LE(worst, 0.03 * (*hi - *lo)) << scheme_name(s) << " position " << t;
-                EXPECT_EQ(std::max_element(a, a + V) - a, std::max_element(b, b + V) - b)
-                    << scheme_name(s) << " position " << t;
+                same_top += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
             }
+            EXPECT_GE(double(same_top), 0.95 * double(ids.size())) << scheme_name(s);
         }
     }
 }

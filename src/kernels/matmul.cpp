@@ -27,9 +27,9 @@ static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
 
 // Fewest tokens for which a product with quantized weights runs as a GEMM on dequantized panels (below: each token as
 // decode, a cache-sized run of panels for all the tokens before the next, so the weights are read from memory once).
-// TinyLlama Q4_K_M, 2 threads, tok/s token by token: pp2 28, pp7 45, pp19 54, pp31 54; as a GEMM (~0.3 s of
-// dequantizing, then ~8 ms a token): pp8 24, pp20 38, pp32 46, pp48 56, pp64 67, pp128 100.
-constexpr int64_t kQuantGemmRows = 32;
+// TinyLlama Q4_K_M, 2 threads, tok/s, token by token against the GEMM in one sitting: pp64 72 / 52, pp96 76 / 62,
+// pp128 64 / 69, pp256 83 / 90.
+constexpr int64_t kQuantGemmRows = 128;
 // Bytes of quantized weights run through for every token before the next (in L2 meanwhile).
 constexpr int64_t kRowsChunkBytes = 256 << 10;
 
