@@ -281,52 +281,75 @@ void matvec_q8_0_x16_vnni(float* out, const uint8_t* W, int64_t K,
     matvec_q8_0_x16_body<true>(out, W, K, x, g0, g1);
 }
 
-template <class Dot4>
-__attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0,
-                                 int64_t g1) {
+// M tokens at once (token m: x + m ldx blocks, out + m ldo): each tile's values unpacked once for all of them, and
+// for each token the same integer sums and float steps as for it alone (so the same bits).
+template <class Dot4, int M>
+__attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
+                                                                const BlockQ8x256* x, int64_t ldx, int64_t g0,
+                                                                int64_t g1) {
     const int64_t nb = K / 256;
     const __m512i nib = _mm512_set1_epi8(0x0F);
     for (int64_t g = g0; g < g1; ++g) {
-        __m512 acc = _mm512_setzero_ps();
+        __m512 acc[M];
+        for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
             _mm_prefetch(reinterpret_cast<const char*>(T + 4 * kQ4x16Tile), _MM_HINT_T0);
-            const int8_t* xq = x[b].qs;
-            __m512i isum = _mm512_setzero_si512(), imin = _mm512_setzero_si512();
+            __m512i isum[M], imin[M];
+            for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm512_setzero_si512();
             for (int gr = 0; gr < 4; ++gr) {
-                __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+                __m512i lo[M], hi[M];
+                for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm512_setzero_si512();
                 for (int c = 0; c < 8; ++c) {
                     const __m512i v = _mm512_loadu_si512(T + 320 + 64 * (8 * gr + c));
-                    int32_t xl, xh;
-                    __builtin_memcpy(&xl, xq + 64 * gr + 4 * c, 4);
-                    __builtin_memcpy(&xh, xq + 64 * gr + 32 + 4 * c, 4);
-                    lo = Dot4::f(lo, _mm512_and_si512(v, nib), _mm512_set1_epi32(xl));
-                    hi = Dot4::f(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), nib), _mm512_set1_epi32(xh));
+                    const __m512i vl = _mm512_and_si512(v, nib), vh = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+                    for (int m = 0; m < M; ++m) {
+                        const int8_t* xq = x[m * ldx + b].qs;
+                        int32_t xl, xh;
+                        __builtin_memcpy(&xl, xq + 64 * gr + 4 * c, 4);
+                        __builtin_memcpy(&xh, xq + 64 * gr + 32 + 4 * c, 4);
+                        lo[m] = Dot4::f(lo[m], vl, _mm512_set1_epi32(xl));
+                        hi[m] = Dot4::f(hi[m], vh, _mm512_set1_epi32(xh));
+                    }
                 }
                 const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 64 + 32 * gr)));
                 const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 80 + 32 * gr)));
-                isum = _mm512_add_epi32(isum, _mm512_add_epi32(_mm512_mullo_epi32(lo, sc_lo), _mm512_mullo_epi32(hi, sc_hi)));
+                for (int m = 0; m < M; ++m)
+                    isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(lo[m], sc_lo),
+                                                                         _mm512_mullo_epi32(hi[m], sc_hi)));
             }
             for (int j = 0; j < 8; ++j) {
-                const __m512i m = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j)));
-                imin = _mm512_add_epi32(imin, _mm512_mullo_epi32(m, _mm512_set1_epi32(x[b].bsums[2 * j] + x[b].bsums[2 * j + 1])));
+                const __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j)));
+                for (int m = 0; m < M; ++m) {
+                    const BlockQ8x256& xb = x[m * ldx + b];
+                    imin[m] = _mm512_add_epi32(imin[m], _mm512_mullo_epi32(mn, _mm512_set1_epi32(xb.bsums[2 * j] + xb.bsums[2 * j + 1])));
+                }
             }
             const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
             const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 32)));
-            const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)),
-                                           _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin)));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(x[b].d), t));
+            for (int m = 0; m < M; ++m) {
+                const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[m])),
+                                               _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin[m])));
+                acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(_mm512_set1_ps(x[m * ldx + b].d), t));
+            }
         }
-        _mm512_storeu_ps(out + 16 * g, acc);
+        for (int m = 0; m < M; ++m) _mm512_storeu_ps(out + m * ldo + 16 * g, acc[m]);
     }
 }
 
 void matvec_q4_k_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) {
-    matvec_q4_k_x16_body<Dot4Plain>(out, W, K, x, g0, g1);
+    matvec_q4_k_x16_body<Dot4Plain, 1>(out, 0, W, K, x, 0, g0, g1);
 }
-void matvec_q4_k_x16_vnni(float* out, const uint8_t* W, int64_t K,
-                                                                const BlockQ8x256* x, int64_t g0, int64_t g1) {
-    matvec_q4_k_x16_body<Dot4Vnni>(out, W, K, x, g0, g1);
+void matvec_q4_k_x16_vnni(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) {
+    matvec_q4_k_x16_body<Dot4Vnni, 1>(out, 0, W, K, x, 0, g0, g1);
+}
+template <class Dot4>
+void matvec_q4_k_x16_rows(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx,
+                          int n, int64_t g0, int64_t g1) {
+    for (; n >= 4; n -= 4, out += 4 * ldo, x += 4 * ldx) matvec_q4_k_x16_body<Dot4, 4>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 3) matvec_q4_k_x16_body<Dot4, 3>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 2) matvec_q4_k_x16_body<Dot4, 2>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 1) matvec_q4_k_x16_body<Dot4, 1>(out, ldo, W, K, x, ldx, g0, g1);
 }
 
 // q6_k tiles: per half of 128 weights and chunk c (weights l = 4c .. 4c+3 of each quarter), the four quarters' 6-bit
@@ -438,6 +461,7 @@ constexpr Kernels kTable = {
     .matvec_q8_0_x16 = matvec_q8_0_x16_v,
     .matvec_q4_k_x16 = matvec_q4_k_x16_v,
     .matvec_q6_k_x16 = matvec_q6_k_x16_v,
+    .matvec_q4_k_x16_rows = matvec_q4_k_x16_rows<Dot4Plain>,
     .sum_stream = sum_stream,
 };
 
@@ -448,6 +472,7 @@ constexpr Kernels with_bf16_dot(Kernels k) {
     k.round_bf16_pairs = round_bf16_pairs;
     k.matvec_q8_0_x16 = matvec_q8_0_x16_vnni;
     k.matvec_q4_k_x16 = matvec_q4_k_x16_vnni;
+    k.matvec_q4_k_x16_rows = matvec_q4_k_x16_rows<Dot4Vnni>;
     k.matvec_q6_k_x16 = matvec_q6_k_x16_vnni;  // every CPU with AVX512_BF16 has AVX512_VNNI (checked at dispatch)
     return k;
 }

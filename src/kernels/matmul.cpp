@@ -28,7 +28,8 @@ static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
 // Fewest tokens for which a product with quantized weights runs as a GEMM on dequantized panels (below: each token as
 // decode, a cache-sized run of panels for all the tokens before the next, so the weights are read from memory once).
 // TinyLlama Q4_K_M, 2 threads, tok/s, token by token against the GEMM in one sitting: pp64 72 / 52, pp96 76 / 62,
-// pp128 64 / 69, pp256 83 / 90.
+// pp128 64 / 69, pp256 83 / 90. With matvec_q4_k_x16_rows (several tokens per unpacked tile) the integer products
+// win at every length (pp128 92-96 / 70-76, pp512 105-111 / 93-99): products of q4_k tiles alone use them always.
 constexpr int64_t kQuantGemmRows = 128;
 // Bytes of quantized weights run through for every token before the next (in L2 meanwhile).
 constexpr int64_t kRowsChunkBytes = 256 << 10;
@@ -159,11 +160,19 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
             const int64_t panel_bytes = kPanel * (W.quant != QuantType::none ? int64_t(quant_row_bytes(W.quant, K))
                                                                             : K * int64_t(dtype_size(W.dtype)));
             const int64_t step = T_ == 1 ? hi - lo : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes);
-            for (int64_t c = lo; c < hi; c += step)
+            const bool rows = T_ > 1 && ks.matvec_q4_k_x16_rows && W.quant == QuantType::q4_k && tiled(W.quant, W.N);
+            for (int64_t c = lo; c < hi; c += step) {
+                const int64_t p0 = c - base, p1 = std::min(hi, c + step) - base;
+                if (rows) {  // the tokens together, each tile unpacked once
+                    ks.matvec_q4_k_x16_rows(jobs[i].out, W.N, static_cast<const uint8_t*>(W.data), K, xq.q256, K / 256,
+                                            int(T_), p0 * kNR / 16, std::min(W.N, p1 * kNR) / 16);
+                    continue;
+                }
                 for (int64_t t = 0; t < T_; ++t) {
                     const MatmulJob row{jobs[i].out + t * W.N, &W};
-                    matvec_panels(ks, row, x + t * K, token(xq, t, K), c - base, std::min(hi, c + step) - base);
+                    matvec_panels(ks, row, x + t * K, token(xq, t, K), p0, p1);
                 }
+            }
             base += np;
         }
     }
@@ -317,9 +326,14 @@ void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, b
     if (T == 1) return matvec_many(ks, jobs, n_jobs, x, 1, jobs[0].W->K);
     // Quantized weights and a few tokens (a chat turn, the server's step): dequantizing every block for the GEMM
     // costs more than decode's integer products for each token.
-    bool quantized = false;
-    for (int i = 0; i < n_jobs; ++i) quantized = quantized || jobs[i].W->quant != QuantType::none;
-    if (quantized && T < kQuantGemmRows) return matvec_many(ks, jobs, n_jobs, x, T, jobs[0].W->K);
+    // With a kernel that takes several tokens per unpacked tile (q4_k on AVX-512), that is faster at any length.
+    bool quantized = false, all_rows = true;
+    for (int i = 0; i < n_jobs; ++i) {
+        const PackedMatrix& W = *jobs[i].W;
+        quantized = quantized || W.quant != QuantType::none;
+        all_rows = all_rows && W.quant == QuantType::q4_k && tiled(W.quant, W.N) && ks.matvec_q4_k_x16_rows;
+    }
+    if (quantized && (T < kQuantGemmRows || all_rows)) return matvec_many(ks, jobs, n_jobs, x, T, jobs[0].W->K);
     gemm_many(ks, jobs, n_jobs, x, T, exact);
 }
 
