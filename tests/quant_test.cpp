@@ -86,6 +86,24 @@ TEST(QuantFormat, BlocksReadAsGgufDefinesThem) {
     EXPECT_EQ(quant_block_bytes(QuantType::q6_k), 210u);
 }
 
+// A zero group of 16 in a q6_k super-block whose other groups are not: its scale is 0 and its 6-bit values are
+// stored as 0, as llama.cpp's make_qx_quants leaves them.
+TEST(QuantFormat, Q6KZeroGroupStoresZeros) {
+    std::mt19937 rng(2);
+    auto x = random_row(256, rng, 1.0f);
+    std::fill(x.begin() + 48, x.begin() + 64, 0.0f);  // group 3
+    std::vector<uint8_t> q(quant_row_bytes(QuantType::q6_k, 256));
+    for (const std::string& v : kernel_variants()) {
+        test::UseKernels scope(v);
+        quantize_row(QuantType::q6_k, x.data(), q.data(), 256);
+        EXPECT_EQ(q[192 + 3], 0) << v;        // scales[3]
+        for (int l = 16; l < 32; ++l) {       // weight 32 + l of the first half: ql[32 + l] low 4 bits, qh[l] bits 2-3
+            EXPECT_EQ(q[32 + size_t(l)] & 0xF, 0) << v << " " << l;
+            EXPECT_EQ((q[128 + size_t(l)] >> 2) & 3, 0) << v << " " << l;
+        }
+    }
+}
+
 // Every ISA variant's quantizer (quantize.inc, vectorised across groups) writes the scalar variant's bytes, and
 // dequantizes them to the same floats: rows of several scales, lengths that leave a super-block alone in its call,
 // constant and all-zero groups, zeros of either sign.
@@ -246,7 +264,7 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
                     << v << " " << quant_name(t) << " K " << K;
                 const auto got = product(q.m, x, T);
                 if (t == QuantType::q4_k && tiled(t, N) && v.rfind("avx512", 0) == 0) {
-                    // AVX-512's kernel for several tokens at once: the integer products at any length
+                    // AVX-512's several-token q4_k kernel: the integer products at any length
                     for (int64_t r = 0; r < T; r += 7) {
                         const std::vector<float> one(x.begin() + r * K, x.begin() + (r + 1) * K);
                         EXPECT_EQ(std::vector<float>(got.begin() + r * N, got.begin() + (r + 1) * N), product(q.m, one, 1))
@@ -303,7 +321,7 @@ TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
 
 // A quantized model: decoding token by token agrees with a batched prompt. Below 128 tokens a batch runs token by
 // token through the same integer products (bit for bit); from 128 the dequantized weights go through the f32 GEMM
-// (but products whose matrices are all q4_k tiles, on AVX-512: those stay integer).
+// (but on AVX-512 products whose matrices are all q4_k tiles stay integer).
 // Not bit for bit then: decode rounds each matrix's input to 8 bits per block (relative error up to 1/254 of the
 // block's largest value), the GEMM keeps it f32, so the logits differ by what that rounding moves through 4 layers:
 // measured at most 1.9% of the logits' range on this model; the test allows 3%, and the same most likely token at

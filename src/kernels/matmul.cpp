@@ -29,7 +29,8 @@ static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
 // decode, a cache-sized run of panels for all the tokens before the next, so the weights are read from memory once).
 // TinyLlama Q4_K_M, 2 threads, tok/s, token by token against the GEMM in one sitting: pp64 72 / 52, pp96 76 / 62,
 // pp128 64 / 69, pp256 83 / 90. With matvec_q4_k_x16_rows (several tokens per unpacked tile) the integer products
-// win at every length (pp128 92-96 / 70-76, pp512 105-111 / 93-99): products of q4_k tiles alone use them always.
+// win at every length (pp128 92-96 / 70-76, pp512 105-111 / 93-99): products of q4_k tiles alone use them always
+// (matmul_many).
 constexpr int64_t kQuantGemmRows = 128;
 // Bytes of quantized weights run through for every token before the next (in L2 meanwhile).
 constexpr int64_t kRowsChunkBytes = 256 << 10;
@@ -77,7 +78,7 @@ void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
             tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
 }
 
-// x [T, K] as 8-bit blocks, for the quantized matrices of a decode step: once per step, token and block size needed.
+// x [T, K] as 8-bit blocks, for the quantized matrices of matvec_many: once per call, token and block size needed.
 struct QuantizedX {
     const BlockQ8x32* q32 = nullptr;    // [T][K / 32]
     const BlockQ8x256* q256 = nullptr;  // [T][K / 256]
@@ -144,12 +145,13 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const 
 // Decode, and a few tokens with quantized weights: out_i[t] = W_i x[t] for every job and token, in one parallel
 // region: the panels of all jobs, end to end, are cut into one contiguous range per thread, so each thread streams
 // its share of the weights once; with several tokens, a run of kRowsChunkBytes of them for every token before the
-// next run. Each output is the same kernel call on the same rows as for the token alone.
+// next run. Each output is computed as for the token alone (the same kernel, or the several-token kernel, which
+// repeats its steps per token), so the same bits.
 void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, int64_t K) {
     const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, T_, K);
     int64_t panels = 0;
     for (int i = 0; i < n_jobs; ++i) panels += n_panels(jobs[i].W->N);
-#pragma omp parallel if (panels * kPanel * K >= kParallelWork)
+#pragma omp parallel if (panels * kPanel * K * T_ >= kParallelWork)
     {
         const int nt = omp_get_num_threads(), id = omp_get_thread_num();
         const int64_t g0 = panels * id / nt, g1 = panels * (id + 1) / nt;
@@ -159,7 +161,7 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
             const int64_t np = n_panels(W.N), lo = std::max(g0, base), hi = std::min(g1, base + np);
             const int64_t panel_bytes = kPanel * (W.quant != QuantType::none ? int64_t(quant_row_bytes(W.quant, K))
                                                                             : K * int64_t(dtype_size(W.dtype)));
-            const int64_t step = T_ == 1 ? hi - lo : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes);
+            const int64_t step = T_ == 1 ? hi - lo : std::max<int64_t>(1, kRowsChunkBytes / (panel_bytes + 1));
             const bool rows = T_ > 1 && ks.matvec_q4_k_x16_rows && W.quant == QuantType::q4_k && tiled(W.quant, W.N);
             for (int64_t c = lo; c < hi; c += step) {
                 const int64_t p0 = c - base, p1 = std::min(hi, c + step) - base;
@@ -326,7 +328,9 @@ void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, b
     if (T == 1) return matvec_many(ks, jobs, n_jobs, x, 1, jobs[0].W->K);
     // Quantized weights and a few tokens (a chat turn, the server's step): dequantizing every block for the GEMM
     // costs more than decode's integer products for each token.
-    // With a kernel that takes several tokens per unpacked tile (q4_k on AVX-512), that is faster at any length.
+    // Products of q4_k tiles alone stay integer at any length where the table has the several-token kernel (AVX-512):
+    // faster than the GEMM there. Elsewhere (the portable quantized kernels, token by token) the GEMM is faster from
+    // 128 tokens, so those products' bits depend on the variant: by decode's 8-bit activations (see matmul).
     bool quantized = false, all_rows = true;
     for (int i = 0; i < n_jobs; ++i) {
         const PackedMatrix& W = *jobs[i].W;

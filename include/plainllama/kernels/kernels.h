@@ -41,8 +41,9 @@ void use_kernels(const std::string& name);
 // pack_matrix zeroes the rows past N in the last panel, though no output depends on them (attention's key cache
 // is viewed as a PackedMatrix whatever lies past the keys in use); an odd K's BF16 pad must be zero.
 // A quantized matrix (quant != none) is not packed in panels: its N rows of blocks stay row-major, as GGUF stores
-// them, but for q4_k in groups of 16 rows, interleaved (quant.h); decode runs integer dot products on them, prefill
-// dequantizes 32 rows at a time into an f32 panel.
+// them, but in groups of 16 rows, interleaved (quant.h); decode, and products of fewer than 128 tokens (or, on
+// AVX-512, of q4_k matrices alone), run integer dot products on 8-bit activations, each token as alone; longer
+// prefill dequantizes 32 rows at a time into an f32 panel and keeps the activations f32.
 constexpr int64_t kPanel = 32;
 struct PackedMatrix {
     const void* data = nullptr;  // matrix_bytes(...) bytes (PackedWeights' are 64-byte aligned)
@@ -89,7 +90,7 @@ class PackedWeight {
 };
 
 // out[t, r] = sum_k x[t, k] * W[r, k]     x: [T, K] f32, W packed [N, K], out: [T, N] f32. OpenMP inside.
-// T == 1 streams the panels (decode), T > 1 runs a register-blocked GEMM on them (prefill).
+// T == 1 streams the panels (decode), T > 1 runs a register-blocked GEMM on them (prefill); quantized W: see above.
 // Every output is one chain of fused multiply-adds over k = 0 .. K-1 in order, whatever T and the threads:
 // row t of out depends only on row t of x, bit for bit, so decoding one token at a time reproduces a batched
 // prefill exactly. The one exception: BF16 weights with T > 1 unless `exact` round x to BF16 so that

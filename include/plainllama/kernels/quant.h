@@ -30,8 +30,9 @@ int64_t quant_block(QuantType t);                          // weights per block:
 size_t quant_block_bytes(QuantType t);                     // 34, 144, 210
 size_t quant_row_bytes(QuantType t, int64_t K);            // K a multiple of quant_block(t)
 
-// x [K] (K a multiple of the block) quantized into row_bytes(t, K) bytes, as llama.cpp's reference quantizers do
-// without an importance matrix: q8_0 d = max|x| / 127, q = round(x / d); q4_k the scale and min of each 32 weights
+// x [K] (K a multiple of the block) quantized into row_bytes(t, K) bytes with llama.cpp's reference quantizers'
+// algorithms, without an importance matrix (q4_k's candidate errors computed from their sums, so its choices can
+// differ where two candidates nearly tie): q8_0 d = max|x| / 127, q = round(x / d); q4_k the scale and min of each 32 weights
 // fitted by a weighted least-squares search (weights sqrt(mean x^2) + |x|), then both quantized to 6 bits;
 // q6_k the scale of each 16 weights searched to minimise the x^2-weighted error, then quantized to 8 bits.
 void quantize_row(QuantType t, const float* x, void* dst, int64_t K);
