@@ -142,6 +142,22 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const 
     }
 }
 
+// A kernel for several tokens at once, each as alone (the table has one for q4_k tiles on AVX-512).
+bool has_token_kernel(const Kernels& ks, const PackedMatrix& W) {
+    return ks.matvec_q4_k_x16_rows && W.quant == QuantType::q4_k && tiled(W.quant, W.N);
+}
+
+// out[t] = W x[t] for tokens t < T on panels p0 .. p1-1 of W (j.out [T, N], x [T, K]), each token as alone.
+void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const QuantizedX& xq, int64_t T_,
+                   int64_t p0, int64_t p1) {
+    const PackedMatrix& W = *j.W;
+    if (has_token_kernel(ks, W))  // each tile unpacked once for the tokens
+        return ks.matvec_q4_k_x16_rows(j.out, W.N, static_cast<const uint8_t*>(W.data), W.K, xq.q256, W.K / 256,
+                                       int(T_), p0 * kNR / 16, std::min(W.N, p1 * kNR) / 16);
+    for (int64_t t = 0; t < T_; ++t)
+        matvec_panels(ks, MatmulJob{j.out + t * W.N, &W}, x + t * W.K, token(xq, t, W.K), p0, p1);
+}
+
 // Decode, and a few tokens with quantized weights: out_i[t] = W_i x[t] for every job and token, in one parallel
 // region: the panels of all jobs, end to end, are cut into one contiguous range per thread, so each thread streams
 // its share of the weights once; with several tokens, a run of kRowsChunkBytes of them for every token before the
@@ -159,22 +175,10 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
         for (int i = 0; i < n_jobs; ++i) {
             const PackedMatrix& W = *jobs[i].W;
             const int64_t np = n_panels(W.N), lo = std::max(g0, base), hi = std::min(g1, base + np);
-            const int64_t panel_bytes = kPanel * (W.quant != QuantType::none ? int64_t(quant_row_bytes(W.quant, K))
-                                                                            : K * int64_t(dtype_size(W.dtype)));
+            const int64_t panel_bytes = int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K));
             const int64_t step = T_ == 1 ? hi - lo : std::max<int64_t>(1, kRowsChunkBytes / (panel_bytes + 1));
-            const bool rows = T_ > 1 && ks.matvec_q4_k_x16_rows && W.quant == QuantType::q4_k && tiled(W.quant, W.N);
-            for (int64_t c = lo; c < hi; c += step) {
-                const int64_t p0 = c - base, p1 = std::min(hi, c + step) - base;
-                if (rows) {  // the tokens together, each tile unpacked once
-                    ks.matvec_q4_k_x16_rows(jobs[i].out, W.N, static_cast<const uint8_t*>(W.data), K, xq.q256, K / 256,
-                                            int(T_), p0 * kNR / 16, std::min(W.N, p1 * kNR) / 16);
-                    continue;
-                }
-                for (int64_t t = 0; t < T_; ++t) {
-                    const MatmulJob row{jobs[i].out + t * W.N, &W};
-                    matvec_panels(ks, row, x + t * K, token(xq, t, K), p0, p1);
-                }
-            }
+            for (int64_t c = lo; c < hi; c += step)
+                matvec_tokens(ks, jobs[i], x, xq, T_, c - base, std::min(hi, c + step) - base);
             base += np;
         }
     }
@@ -335,7 +339,7 @@ void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, b
     for (int i = 0; i < n_jobs; ++i) {
         const PackedMatrix& W = *jobs[i].W;
         quantized = quantized || W.quant != QuantType::none;
-        all_rows = all_rows && W.quant == QuantType::q4_k && tiled(W.quant, W.N) && ks.matvec_q4_k_x16_rows;
+        all_rows = all_rows && has_token_kernel(ks, W);
     }
     if (quantized && (T < kQuantGemmRows || all_rows)) return matvec_many(ks, jobs, n_jobs, x, T, jobs[0].W->K);
     gemm_many(ks, jobs, n_jobs, x, T, exact);
