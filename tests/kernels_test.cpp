@@ -178,7 +178,7 @@ TEST_P(Matmul, LongKAcrossBlocks) {
 }
 
 // matmul_many runs all its products in one tile space: each output equals matmul of that job alone, bit for
-// bit, for mixed types and sizes, decode and prefill, exact or not.
+// bit, for mixed types and sizes, decode and prefill, exact or not (unquantized: see QuantDot for quantized jobs).
 TEST_P(Matmul, ManyEqualsOneAtATime) {
     std::mt19937 rng(13);
     const int64_t K = 300;

@@ -230,10 +230,10 @@ std::vector<float> product(const PackedMatrix& m, const std::vector<float>& x, i
 
 // Decode (T = 1, integer dot products on 8-bit activations): every variant computes the scalar table's bits (exact
 // integer sums, the same float steps in the same order), and a batch of fewer than 128 tokens gives the same bits
-// row by row (a run of panels for all the tokens in turn; AVX-512's q4_k kernel takes several tokens per tile, with
+// row by row (a run of panels for all the tokens in turn; the AVX q4_k kernels take several tokens per tile, with
 // each token's sums and steps as alone). A batch of 128 or more (the dequantized weights in the f32 GEMM) equals the
-// double-precision product of the dequantized weights and x to f32 rounding, in every variant, but for q4_k tiles on
-// AVX-512, which stay with the integer products at any length (bit for bit as token by token).
+// double-precision product of the dequantized weights and x to f32 rounding, in every variant, but for q4_k tiles,
+// which stay with the integer products at any length (so the scalar table's bits, token by token).
 TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
     std::mt19937 rng(3);
     for (QuantType t : kQuantTypes)
@@ -258,18 +258,16 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
                     EXPECT_EQ(product(q.m, one, 1), std::vector<float>(want.begin() + r * N, want.begin() + (r + 1) * N))
                         << v << " " << quant_name(t) << " K " << K << " row " << r;
                 }
-                const int64_t few = 37;
-                EXPECT_EQ(product(q.m, std::vector<float>(x.begin(), x.begin() + few * K), few),
-                          std::vector<float>(want.begin(), want.begin() + few * N))
-                    << v << " " << quant_name(t) << " K " << K;
+                for (int64_t few : {37, 38, 39})  // the several-token kernels' tails of 1, 2 and 3 tokens
+                    EXPECT_EQ(product(q.m, std::vector<float>(x.begin(), x.begin() + few * K), few),
+                              std::vector<float>(want.begin(), want.begin() + few * N))
+                        << v << " " << quant_name(t) << " K " << K << " tokens " << few;
                 const auto got = product(q.m, x, T);
-                if (t == QuantType::q4_k && tiled(t, N) && v.rfind("avx512", 0) == 0) {
-                    // AVX-512's several-token q4_k kernel: the integer products at any length
-                    for (int64_t r = 0; r < T; r += 7) {
-                        const std::vector<float> one(x.begin() + r * K, x.begin() + (r + 1) * K);
-                        EXPECT_EQ(std::vector<float>(got.begin() + r * N, got.begin() + (r + 1) * N), product(q.m, one, 1))
+                if (t == QuantType::q4_k && tiled(t, N)) {  // the several-token kernel at any length
+                    for (int64_t r = 0; r < alone; r += 3)
+                        EXPECT_EQ(std::vector<float>(got.begin() + r * N, got.begin() + (r + 1) * N),
+                                  std::vector<float>(want.begin() + r * N, want.begin() + (r + 1) * N))
                             << v << " K " << K << " row " << r;
-                    }
                     continue;
                 }
                 for (int64_t n = 0; n < N; ++n) {
@@ -285,6 +283,37 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
                 }
             }
         }
+}
+
+// A q4_k tile matrix run with a q6_k one for 128 tokens (Q4_K_M's q/k with v, gate/up with down) goes with it
+// through the dequantizing GEMM, in every variant: the double-precision product of the dequantized weights and x to
+// f32 rounding. The same matrix alone stays integer (above).
+TEST(QuantDot, MixedProductsOf128TokensRunTheGemm) {
+    std::mt19937 rng(5);
+    const int64_t N = 48, K = 512, T = 128;
+    QuantMatrix a(QuantType::q4_k, N, K, rng), b(QuantType::q6_k, N, K, rng);
+    const auto x = random_row(T * K, rng);
+    for (const std::string& v : kernel_variants()) {
+        test::UseKernels scope(v);
+        std::vector<float> out_a(size_t(T * N)), out_b(size_t(T * N));
+        const MatmulJob jobs[2] = {{out_a.data(), &a.m}, {out_b.data(), &b.m}};
+        matmul_many(jobs, 2, x.data(), T, false);
+        for (const QuantMatrix* q : {&a, &b}) {
+            const std::vector<float>& got = q == &a ? out_a : out_b;
+            for (int64_t n = 0; n < N; n += 5) {
+                const auto w = gguf_decode(q->m.quant, q->row(n), K);
+                for (int64_t r = 0; r < T; r += 9) {
+                    double exact = 0, mag = 0;
+                    for (int64_t k = 0; k < K; ++k) {
+                        exact += w[size_t(k)] * double(x[size_t(r * K + k)]);
+                        mag += std::fabs(w[size_t(k)] * double(x[size_t(r * K + k)]));
+                    }
+                    ASSERT_NEAR(got[size_t(r * N + n)], exact, 1e-6 * mag) << v << " " << quant_name(q->m.quant);
+                }
+            }
+        }
+        EXPECT_NE(out_a, product(a.m, x, T)) << v << ": alone, the q4_k matrix stays on the integer products";
+    }
 }
 
 // The products are the dequantized weights times the 8-bit activations: a double-precision sum of those values
@@ -321,7 +350,7 @@ TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
 
 // A quantized model: decoding token by token agrees with a batched prompt. Below 128 tokens a batch runs token by
 // token through the same integer products (bit for bit); from 128 the dequantized weights go through the f32 GEMM
-// (but on AVX-512 products whose matrices are all q4_k tiles stay integer).
+// (but products whose matrices are all q4_k tiles stay integer).
 // Not bit for bit then: decode rounds each matrix's input to 8 bits per block (relative error up to 1/254 of the
 // block's largest value), the GEMM keeps it f32, so the logits differ by what that rounding moves through 4 layers:
 // measured at most 1.9% of the logits' range on this model; the test allows 3%, and the same most likely token at

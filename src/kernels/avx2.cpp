@@ -90,6 +90,13 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* W
     }
 }
 
+// A prefetch of the line holding address a into L1 (an address, not a pointer: it may lie past the buffer, which a
+// prefetch never faults on).
+inline void prefetch_at(uintptr_t a) { _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0); }
+
+// Decode streams each panel once, with a prefetch 4 KiB ahead of every line it reads (as avx512.cpp's).
+inline void prefetch_ahead(const void* p) { prefetch_at(reinterpret_cast<uintptr_t>(p) + 4096); }
+
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
     constexpr bool pairs = Pairs<T>::value;
@@ -102,6 +109,8 @@ void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_
             const __m256i* w = reinterpret_cast<const __m256i*>(P);  // per k pair: 32 words = 4 vectors
             int64_t k = 0;
             for (; k + 2 <= K; k += 2, w += 4) {
+                prefetch_ahead(w);
+                prefetch_ahead(w + 2);
                 const __m256 xe = _mm256_broadcast_ss(x + k), xo = _mm256_broadcast_ss(x + k + 1);
                 for (int v = 0; v < 4; ++v) {
                     const __m256i wv = _mm256_loadu_si256(w + v);
@@ -114,6 +123,8 @@ void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_
             }
         } else {
             for (int64_t k = 0; k < K; ++k) {
+                prefetch_ahead(P + k * kNR);
+                if constexpr (sizeof(T) == 4) prefetch_ahead(P + k * kNR + 16);
                 const __m256 xb = _mm256_broadcast_ss(x + k);
                 for (int v = 0; v < 4; ++v) a[v] = _mm256_fmadd_ps(xb, load8(P + k * kNR + 8 * v), a[v]);
             }
@@ -195,10 +206,12 @@ void widen_bf16_pairs(float* out, const BF16* P, int64_t kc) {
         }
 }
 
-// Four independent accumulators, so the adds' latency does not limit the loads.
+// Four independent accumulators, so the adds' latency does not limit the loads; the prefetches the kernels use.
 float sum_stream(const float* p, int64_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t i = 0; i < n; i += 32) {
+        prefetch_ahead(p + i);
+        prefetch_ahead(p + i + 16);
         a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
         a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
         a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
@@ -210,6 +223,193 @@ float sum_stream(const float* p, int64_t n) {
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     return _mm_cvtss_f32(h);
 }
+
+// ---- quantized weights, decode, on the tiles of 16 interleaved rows (quant.h), as avx512.cpp's kernels on half
+// a tile at a time: each 64-byte chunk holds 4 weights of each of 16 rows, its first 32 bytes rows 0 .. 7 and its
+// last 32 rows 8 .. 15. Each row's integer sums in its own lane, then quant.inc's float steps for the 8 rows in their
+// lanes, in its order: the same bits as quant.inc's kernels.
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+
+// Sums of u8 x s8 in groups of 4 into s32 (vpmaddubsw, then pairs of int16 by vpmaddwd): exact while no pair of
+// products passes 32767, which the callers' value ranges ensure.
+inline __m256i dot4(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+inline __m256i bytes4(const int8_t* p) {  // 4 bytes in every 32-bit lane
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+// As avx512.cpp's: each load of a tile comes with a prefetch of the same place `ahead` bytes on, and the header (the
+// first `bytes`) of the tile `ahead` bytes on is prefetched whole.
+inline __m256i load_ahead(const uint8_t* p, size_t ahead) {
+    prefetch_at(reinterpret_cast<uintptr_t>(p) + ahead);
+    return load32(p);
+}
+__attribute__((always_inline)) inline void prefetch(const uint8_t* p, size_t ahead, size_t bytes) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) + ahead;
+    for (uintptr_t a = begin & ~uintptr_t(63); a < begin + bytes; a += 64) prefetch_at(a);
+}
+inline __m256 load_half8(const uint8_t* p) {  // 8 fp16 as f32
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256i load_u8x8(const uint8_t* p) {  // 8 bytes as u32 lanes
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+}
+
+// q8_0 tiles hold q + 128: q recovered (^ 0x80), then |x| . (q with x's sign) (vpsignb), which cannot saturate
+// (2 x 127 x 127) and is exact for q >= -127, every q a quantizer writes (llama.cpp's AVX2 kernel does the same).
+void matvec_q8_0_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t g0, int64_t g1) {
+    const int64_t nb = K / 32;
+    for (int64_t g = g0; g < g1; ++g) {
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* T = W + size_t(g * nb + b) * kQ8x16Tile;
+            constexpr size_t ahead = 8 * kQ8x16Tile;
+            prefetch(T, ahead, 32);
+            __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            for (int c = 0; c < 8; ++c) {
+                const __m256i xs = bytes4(x[b].qs + 4 * c), ax = _mm256_abs_epi8(xs);
+                for (int h = 0; h < 2; ++h) {
+                    const __m256i q =
+                        _mm256_xor_si256(load_ahead(T + 32 + 64 * c + 32 * h, ahead), _mm256_set1_epi8(char(0x80)));
+                    isum[h] = dot4(isum[h], ax, _mm256_sign_epi8(q, xs));
+                }
+            }
+            for (int h = 0; h < 2; ++h) {
+                const __m256 d = _mm256_mul_ps(load_half8(T + 16 * h), _mm256_set1_ps(x[b].d));
+                acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[h])));
+            }
+        }
+        _mm256_storeu_ps(out + 16 * g, acc[0]);
+        _mm256_storeu_ps(out + 16 * g + 8, acc[1]);
+    }
+}
+
+// q4_k, M tokens at once (token m: x + m ldx blocks, out + m ldo), each half tile's values unpacked once for all of
+// them; for each token the same integer sums and float steps as for it alone. A sub-block's vpmaddubsw pairs
+// (2 x 15 x 127 at most) add up in int16 over its 8 chunks without saturating (30480), and vpmaddwd by the row's
+// scale in both halves of its lane gives sc (q . x) in int32; the mins likewise, two sub-blocks per vpmaddwd
+// (m_j and m_j+1 against the sums of x over each, at most 4064).
+template <int M>
+void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx,
+                          int64_t g0, int64_t g1) {
+    const int64_t nb = K / 256;
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    auto pairs = [](__m256i lo, __m256i hi) { return _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16)); };
+    for (int64_t g = g0; g < g1; ++g)
+        for (int h = 0; h < 2; ++h) {  // rows 8h .. 8h + 7
+            __m256 acc[M];
+            for (int m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
+                constexpr size_t ahead = 4 * kQ4x16Tile;
+                prefetch(T, ahead, 320);
+                __m256i isum[M], imin[M];
+                for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm256_setzero_si256();
+                for (int gr = 0; gr < 4; ++gr) {
+                    __m256i lo[M], hi[M];  // int16 pairs
+                    for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm256_setzero_si256();
+                    for (int c = 0; c < 8; ++c) {
+                        const __m256i v = load_ahead(T + 320 + 64 * (8 * gr + c) + 32 * h, ahead);
+                        const __m256i vl = _mm256_and_si256(v, nib),
+                                      vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                        for (int m = 0; m < M; ++m) {
+                            const int8_t* xq = x[m * ldx + b].qs + 64 * gr + 4 * c;
+                            lo[m] = _mm256_add_epi16(lo[m], _mm256_maddubs_epi16(vl, bytes4(xq)));
+                            hi[m] = _mm256_add_epi16(hi[m], _mm256_maddubs_epi16(vh, bytes4(xq + 32)));
+                        }
+                    }
+                    const __m256i sc_lo = load_u8x8(T + 64 + 32 * gr + 8 * h),
+                                  sc_hi = load_u8x8(T + 80 + 32 * gr + 8 * h);
+                    const __m256i s_lo = pairs(sc_lo, sc_lo), s_hi = pairs(sc_hi, sc_hi);
+                    for (int m = 0; m < M; ++m)
+                        isum[m] = _mm256_add_epi32(
+                            isum[m], _mm256_add_epi32(_mm256_madd_epi16(lo[m], s_lo), _mm256_madd_epi16(hi[m], s_hi)));
+                }
+                for (int j = 0; j < 8; j += 2) {
+                    const __m256i mn = pairs(load_u8x8(T + 192 + 16 * j + 8 * h), load_u8x8(T + 208 + 16 * j + 8 * h));
+                    for (int m = 0; m < M; ++m) {
+                        const BlockQ8x256& xb = x[m * ldx + b];
+                        const int s0 = xb.bsums[2 * j] + xb.bsums[2 * j + 1],
+                                  s1 = xb.bsums[2 * j + 2] + xb.bsums[2 * j + 3];
+                        imin[m] = _mm256_add_epi32(
+                            imin[m], _mm256_madd_epi16(
+                                         mn, _mm256_set1_epi32(int((uint32_t(s0) & 0xFFFFu) | uint32_t(s1) << 16))));
+                    }
+                }
+                const __m256 d = load_half8(T + 16 * h), dmin = load_half8(T + 32 + 16 * h);
+                for (int m = 0; m < M; ++m) {
+                    const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[m])),
+                                                   _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(imin[m])));
+                    acc[m] = _mm256_add_ps(acc[m], _mm256_mul_ps(_mm256_set1_ps(x[m * ldx + b].d), t));
+                }
+            }
+            for (int m = 0; m < M; ++m) _mm256_storeu_ps(out + m * ldo + 16 * g + 8 * h, acc[m]);
+        }
+}
+
+void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
+                       int64_t g0, int64_t g1) {
+    for (; n >= 4; n -= 4, out += 4 * ldo, x += 4 * ldx) matvec_q4_k_x16_body<4>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 3) matvec_q4_k_x16_body<3>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 2) matvec_q4_k_x16_body<2>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 1) matvec_q4_k_x16_body<1>(out, ldo, W, K, x, ldx, g0, g1);
+}
+
+// q6_k tiles, as avx512.cpp's kernel: per half of 128 weights and chunk c, the four quarters' 6-bit values (0 .. 63:
+// vpmaddubsw never saturates, 2 x 63 x 127) summed against x per sub-block, then per sub-block
+// (sum - 32 sum(x)) times its scale.
+void matvec_q6_k_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) {
+    const int64_t nb = K / 256;
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
+    for (int64_t g = g0; g < g1; ++g)
+        for (int r8 = 0; r8 < 2; ++r8) {  // rows 8 r8 .. 8 r8 + 7
+            __m256 acc = _mm256_setzero_ps();
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t* T = W + size_t(g * nb + b) * kQ6x16Tile;
+                constexpr size_t ahead = 2 * kQ6x16Tile;
+                prefetch(T, ahead, 288);
+                const int8_t* xq = x[b].qs;
+                __m256i isum = _mm256_setzero_si256();
+                for (int h = 0; h < 2; ++h) {
+                    __m256i s[8];  // sub-block 8h + i
+                    for (int i = 0; i < 8; ++i) s[i] = _mm256_setzero_si256();
+                    for (int c = 0; c < 8; ++c) {
+                        const __m256i A = load_ahead(T + 288 + 64 * (16 * h + c) + 32 * r8, ahead);
+                        const __m256i B = load_ahead(T + 288 + 64 * (16 * h + 8 + c) + 32 * r8, ahead);
+                        const __m256i H = load_ahead(T + 2336 + 64 * (8 * h + c) + 32 * r8, ahead);
+                        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, low4),
+                                                              _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45)),
+                                              _mm256_or_si256(_mm256_and_si256(B, low4),
+                                                              _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45)),
+                                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
+                                                              _mm256_and_si256(H, bits45)),
+                                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), low4),
+                                                              _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45))};
+                        for (int k = 0; k < 4; ++k)
+                            s[2 * k + (c >= 4)] =
+                                dot4(s[2 * k + (c >= 4)], q[k], bytes4(xq + 128 * h + 32 * k + 4 * c));
+                    }
+                    for (int i = 0; i < 8; ++i) {
+                        const int j = 8 * h + i;
+                        const __m256i sc = _mm256_cvtepi8_epi32(
+                            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(T + 32 + 16 * j + 8 * r8)));
+                        const __m256i centred = _mm256_sub_epi32(s[i], _mm256_set1_epi32(32 * x[b].bsums[j]));
+                        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(centred, sc));
+                    }
+                }
+                const __m256 d = _mm256_mul_ps(load_half8(T + 16 * r8), _mm256_set1_ps(x[b].d));
+                acc = _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
+            }
+            _mm256_storeu_ps(out + 16 * g + 8 * r8, acc);
+        }
+}
+
+#pragma GCC pop_options
 
 constexpr Kernels kTable = {
     .name = "avx2",
@@ -238,9 +438,9 @@ constexpr Kernels kTable = {
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_k = matvec_q4_k,
     .matvec_q6_k = matvec_q6_k,
-    .matvec_q8_0_x16 = matvec_q8_0_x16,
-    .matvec_q4_k_x16 = matvec_q4_k_x16,
-    .matvec_q6_k_x16 = matvec_q6_k_x16,
+    .matvec_q8_0_x16 = matvec_q8_0_x16_v,
+    .matvec_q4_k_x16 = matvec_q4_k_x16_v,
+    .matvec_q6_k_x16 = matvec_q6_k_x16_v,
     .sum_stream = sum_stream,
 };
 

@@ -28,9 +28,9 @@ static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
 // Fewest tokens for which a product with quantized weights runs as a GEMM on dequantized panels (below: each token as
 // decode, a cache-sized run of panels for all the tokens before the next, so the weights are read from memory once).
 // TinyLlama Q4_K_M, 2 threads, tok/s, token by token against the GEMM in one sitting: pp64 72 / 52, pp96 76 / 62,
-// pp128 64 / 69, pp256 83 / 90. With matvec_q4_k_x16_rows (several tokens per unpacked tile) the integer products
-// win at every length (pp128 92-96 / 70-76, pp512 105-111 / 93-99): products of q4_k tiles alone use them always
-// (matmul_many).
+// pp128 64 / 69, pp256 83 / 90. With the AVX tables' q4_k kernel (several tokens per unpacked tile) the integer
+// products win at every length (AVX-512: pp128 92-96 / 70-76, pp512 105-111 / 93-99): products of q4_k tiles alone
+// use them always, in every variant (matmul_many).
 constexpr int64_t kQuantGemmRows = 128;
 // Bytes of quantized weights run through for every token before the next (in L2 meanwhile).
 constexpr int64_t kRowsChunkBytes = 256 << 10;
@@ -114,9 +114,7 @@ void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const Qu
             if (tiled(W.quant, W.N))  // r0, r1: multiples of 16 (panels of 32 rows, N of 16)
                 return ks.matvec_q8_0_x16(out, data, W.K, xq.q32, r0 / 16, r1 / 16);
             return ks.matvec_q8_0(out, data, W.K, xq.q32, r0, r1);
-        case QuantType::q4_k:
-            if (tiled(W.quant, W.N))
-                return ks.matvec_q4_k_x16(out, data, W.K, xq.q256, r0 / 16, r1 / 16);
+        case QuantType::q4_k:  // tiles go through matvec_tokens' several-token kernel
             return ks.matvec_q4_k(out, data, W.K, xq.q256, r0, r1);
         case QuantType::q6_k:
             if (tiled(W.quant, W.N))
@@ -142,18 +140,16 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const 
     }
 }
 
-// A kernel for several tokens at once, each as alone (the table has one for q4_k tiles on AVX-512).
-bool has_token_kernel(const Kernels& ks, const PackedMatrix& W) {
-    return ks.matvec_q4_k_x16_rows && W.quant == QuantType::q4_k && tiled(W.quant, W.N);
-}
+// A kernel for several tokens at once, each as alone (q4_k tiles).
+bool has_token_kernel(const PackedMatrix& W) { return W.quant == QuantType::q4_k && tiled(W.quant, W.N); }
 
 // out[t] = W x[t] for tokens t < T on panels p0 .. p1-1 of W (j.out [T, N], x [T, K]), each token as alone.
 void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const QuantizedX& xq, int64_t T_,
                    int64_t p0, int64_t p1) {
     const PackedMatrix& W = *j.W;
-    if (has_token_kernel(ks, W))  // each tile unpacked once for the tokens
-        return ks.matvec_q4_k_x16_rows(j.out, W.N, static_cast<const uint8_t*>(W.data), W.K, xq.q256, W.K / 256,
-                                       int(T_), p0 * kNR / 16, std::min(W.N, p1 * kNR) / 16);
+    if (has_token_kernel(W))  // each tile unpacked once for the tokens
+        return ks.matvec_q4_k_x16(j.out, W.N, static_cast<const uint8_t*>(W.data), W.K, xq.q256, W.K / 256, int(T_),
+                                  p0 * kNR / 16, std::min(W.N, p1 * kNR) / 16);
     for (int64_t t = 0; t < T_; ++t)
         matvec_panels(ks, MatmulJob{j.out + t * W.N, &W}, x + t * W.K, token(xq, t, W.K), p0, p1);
 }
@@ -332,14 +328,12 @@ void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, b
     if (T == 1) return matvec_many(ks, jobs, n_jobs, x, 1, jobs[0].W->K);
     // Quantized weights and a few tokens (a chat turn, the server's step): dequantizing every block for the GEMM
     // costs more than decode's integer products for each token.
-    // Products of q4_k tiles alone stay integer at any length where the table has the several-token kernel (AVX-512):
-    // faster than the GEMM there. Elsewhere (the portable quantized kernels, token by token) the GEMM is faster from
-    // 128 tokens, so those products' bits depend on the variant: by decode's 8-bit activations (see matmul).
+    // Products of q4_k tiles alone stay integer at any length (the several-token kernel): faster than the GEMM.
     bool quantized = false, all_rows = true;
     for (int i = 0; i < n_jobs; ++i) {
         const PackedMatrix& W = *jobs[i].W;
         quantized = quantized || W.quant != QuantType::none;
-        all_rows = all_rows && has_token_kernel(ks, W);
+        all_rows = all_rows && has_token_kernel(W);
     }
     if (quantized && (T < kQuantGemmRows || all_rows)) return matvec_many(ks, jobs, n_jobs, x, T, jobs[0].W->K);
     gemm_many(ks, jobs, n_jobs, x, T, exact);
