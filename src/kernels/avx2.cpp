@@ -92,10 +92,14 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* W
 
 // A prefetch of the line holding address a into L1 (an address, not a pointer: it may lie past the buffer, which a
 // prefetch never faults on).
-inline void prefetch_at(uintptr_t a) { _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0); }
+__attribute__((always_inline)) inline void prefetch_at(uintptr_t a) {
+    _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+}
 
 // Decode streams each panel once, with a prefetch 4 KiB ahead of every line it reads (as avx512.cpp's).
-inline void prefetch_ahead(const void* p) { prefetch_at(reinterpret_cast<uintptr_t>(p) + 4096); }
+__attribute__((always_inline)) inline void prefetch_ahead(const void* p) {
+    prefetch_at(reinterpret_cast<uintptr_t>(p) + 4096);
+}
 
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
@@ -245,7 +249,7 @@ inline __m256i bytes4(const int8_t* p) {  // 4 bytes in every 32-bit lane
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 // As avx512.cpp's: each load of a tile comes with a prefetch of the same place `ahead` bytes on, and the header (the
 // first `bytes`) of the tile `ahead` bytes on is prefetched whole.
-inline __m256i load_ahead(const uint8_t* p, size_t ahead) {
+__attribute__((always_inline)) inline __m256i load_ahead(const uint8_t* p, size_t ahead) {
     prefetch_at(reinterpret_cast<uintptr_t>(p) + ahead);
     return load32(p);
 }

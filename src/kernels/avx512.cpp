@@ -125,11 +125,15 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
 
 // A prefetch of the line holding address a into L1 (an address, not a pointer: it may lie past the buffer, which a
 // prefetch never faults on).
-inline void prefetch_at(uintptr_t a) { _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0); }
+__attribute__((always_inline)) inline void prefetch_at(uintptr_t a) {
+    _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
+}
 
 // Decode streams each panel once, with a prefetch 4 KiB ahead of every line it reads (TinyLlama, 2 threads: F16
 // 6.5-6.8 -> 9.2-9.3 tok/s, BF16 7.8-8.0 -> 8.4-9.9; 1, 8 and 16 KiB measured no better).
-inline void prefetch_ahead(const void* p) { prefetch_at(reinterpret_cast<uintptr_t>(p) + 4096); }
+__attribute__((always_inline)) inline void prefetch_ahead(const void* p) {
+    prefetch_at(reinterpret_cast<uintptr_t>(p) + 4096);
+}
 
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
