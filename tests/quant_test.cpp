@@ -110,7 +110,7 @@ TEST(QuantFormat, Q6KZeroGroupStoresZeros) {
 TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
     std::mt19937 rng(6);
     for (QuantType t : kQuantTypes)
-        for (int64_t K : {256, 768, 2048, 2304}) {
+        for (int64_t K : {256, 768, 1536, 2048, 2304}) {
             for (int trial = 0; trial < 6; ++trial) {
                 auto x = random_row(K, rng, trial % 3 == 0 ? 1e-3f : trial % 3 == 1 ? 1.0f : 50.0f);
                 if (trial == 1) std::fill(x.begin(), x.begin() + 32, 0.25f);   // a constant group

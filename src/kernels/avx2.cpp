@@ -299,7 +299,7 @@ void matvec_q8_0_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32
 // scale in both halves of its lane gives sc (q . x) in int32; the mins likewise, two sub-blocks per vpmaddwd
 // (m_j and m_j+1 against the sums of x over each, at most 4064).
 template <int M>
-void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx,
+__attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx,
                           int64_t g0, int64_t g1) {
     const int64_t nb = K / 256;
     const __m256i nib = _mm256_set1_epi8(0x0F);
