@@ -29,9 +29,9 @@ Ids cat(std::initializer_list<Ids> parts) {
     return r;
 }
 
-ChatMessage user(const std::string& s) { return {Role::user, s, false, {}}; }
+using test::generated;
+using test::user;
 ChatMessage assistant(const std::string& s) { return {Role::assistant, s, false, {}}; }
-ChatMessage generated(const std::string& s, Ids ids) { return {Role::assistant, s, true, std::move(ids)}; }
 
 // One SentencePiece piece as a serialized ModelProto.pieces entry: {1: piece, 2: score (float), 3: type}.
 std::string proto_piece(const std::string& piece, int type) {

@@ -38,8 +38,9 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using test::model_dir;
 using test::RawTensor;
-using test::RunResult;
 using test::run_binary;
+using test::RunResult;
+using test::set_config;
 using test::TempDir;
 
 std::string shown(const std::vector<std::string>& args) {
@@ -95,12 +96,6 @@ fs::path copy_of(const TempDir& tmp, const std::string& name, const std::string&
     const fs::path dir = tmp / name;
     test::copy_model(model_dir(from), dir);
     return dir;
-}
-
-void set_config(const fs::path& dir, const std::string& key, const json& value) {
-    json c = test::read_json(dir / "config.json");
-    c[key] = value;
-    test::write_file(dir / "config.json", c.dump(2));
 }
 
 // The file's 8-byte length, header JSON and data.

@@ -27,6 +27,7 @@ using namespace std::string_literals;
 using test::model_dir;
 using test::RawTensor;
 using test::read_safetensors;
+using test::set_config;
 using test::TempDir;
 using test::write_safetensors;
 
@@ -395,12 +396,6 @@ RawTensor* find_raw(std::vector<RawTensor>& v, const std::string& name) {
         if (t.name == name) return &t;
     ADD_FAILURE() << "no tensor " << name;
     return &v.front();
-}
-
-void set_config(const fs::path& dir, const std::string& key, const json& value) {
-    json c = test::read_json(dir / "config.json");
-    c[key] = value;
-    test::write_file(dir / "config.json", c.dump(2));
 }
 
 TEST(Bind, MissingTensor) {

@@ -30,6 +30,17 @@ void write_file(const fs::path& p, const std::string& bytes) {
 
 nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_file(p)); }
 
+void set_config(const fs::path& dir, const std::string& key, const nlohmann::json& value) {
+    nlohmann::json c = read_json(dir / "config.json");
+    c[key] = value;
+    write_file(dir / "config.json", c.dump(2));
+}
+
+ChatMessage user(const std::string& text) { return {Role::user, text, false, {}}; }
+ChatMessage generated(const std::string& text, std::vector<int32_t> ids) {
+    return {Role::assistant, text, true, std::move(ids)};
+}
+
 TempDir::TempDir() {
     std::random_device rd;
     path_ = fs::temp_directory_path() / ("plainllama-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));

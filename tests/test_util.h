@@ -1,19 +1,19 @@
 // Helpers shared by the tests: paths to ../shared, JSON files, temp folders, running the binary.
 #pragma once
+#include <gtest/gtest.h>
+#include <omp.h>
+
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <omp.h>
-
-#include <nlohmann/json.hpp>
-
 #include "plainllama/io/config.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/run/chat_template.h"
 
 namespace plainllama::test {
 
@@ -94,6 +94,12 @@ inline fs::path source_dir() { return PLAINLLAMA_SOURCE_DIR; }
 nlohmann::json read_json(const fs::path& p);
 std::string read_file(const fs::path& p);
 void write_file(const fs::path& p, const std::string& bytes);
+// dir/config.json with `key` set to `value`.
+void set_config(const fs::path& dir, const std::string& key, const nlohmann::json& value);
+
+// Chat messages: the user's, and an assistant reply the model generated as `ids`.
+ChatMessage user(const std::string& text);
+ChatMessage generated(const std::string& text, std::vector<int32_t> ids);
 
 // A fresh directory under the system temp dir, removed when the object dies.
 class TempDir {

@@ -329,8 +329,8 @@ TEST(LoadTokenizer, ChoosesByTheFilesOfTheFolder) {
 
 // ---- the Llama 3 chat template ---------------------------------------------------------------------------
 
-ChatMessage user(const std::string& s) { return {Role::user, s, false, {}}; }
-ChatMessage generated(const std::string& s, Ids ids) { return {Role::assistant, s, true, std::move(ids)}; }
+using test::generated;
+using test::user;
 
 TemplateChoice llama3_choice() { return detect_template(llama3_dir()); }
 
