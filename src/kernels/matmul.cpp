@@ -328,7 +328,8 @@ void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, b
     if (T == 1) return matvec_many(ks, jobs, n_jobs, x, 1, jobs[0].W->K);
     // Quantized weights and a few tokens (a chat turn, the server's step): dequantizing every block for the GEMM
     // costs more than decode's integer products for each token.
-    // Products of q4_k tiles alone stay integer at any length (the several-token kernel): faster than the GEMM.
+    // Products of q4_k tiles alone stay integer at any length (the several-token kernel): faster than the GEMM with
+    // the AVX tables; the scalar one takes the tokens in turn, slower, for the same bits.
     bool quantized = false, all_rows = true;
     for (int i = 0; i < n_jobs; ++i) {
         const PackedMatrix& W = *jobs[i].W;
