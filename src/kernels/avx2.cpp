@@ -12,6 +12,7 @@ namespace plainllama::isa {
 namespace {
 
 #include "elementwise.inc"
+#include "prefetch.inc"
 #include "quant.inc"
 #include "quantize.inc"
 
@@ -90,17 +91,7 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* W
     }
 }
 
-// A prefetch of the line holding address a into L1 (an address, not a pointer: it may lie past the buffer, which a
-// prefetch never faults on).
-__attribute__((always_inline)) inline void prefetch_at(uintptr_t a) {
-    _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-}
-
-// Decode streams each panel once, with a prefetch 4 KiB ahead of every line it reads (as avx512.cpp's).
-__attribute__((always_inline)) inline void prefetch_ahead(const void* p) {
-    prefetch_at(reinterpret_cast<uintptr_t>(p) + 4096);
-}
-
+// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead).
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
     constexpr bool pairs = Pairs<T>::value;
@@ -252,10 +243,6 @@ inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_
 __attribute__((always_inline)) inline __m256i load_ahead(const uint8_t* p, size_t ahead) {
     prefetch_at(reinterpret_cast<uintptr_t>(p) + ahead);
     return load32(p);
-}
-__attribute__((always_inline)) inline void prefetch(const uint8_t* p, size_t ahead, size_t bytes) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) + ahead;
-    for (uintptr_t a = begin & ~uintptr_t(63); a < begin + bytes; a += 64) prefetch_at(a);
 }
 inline __m256 load_half8(const uint8_t* p) {  // 8 fp16 as f32
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

@@ -15,6 +15,7 @@ namespace plainllama::isa {
 namespace {
 
 #include "elementwise.inc"
+#include "prefetch.inc"
 #include "quant.inc"
 #include "quantize.inc"
 
@@ -123,18 +124,7 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
     if (K % 2) dst[K] = 0;
 }
 
-// A prefetch of the line holding address a into L1 (an address, not a pointer: it may lie past the buffer, which a
-// prefetch never faults on).
-__attribute__((always_inline)) inline void prefetch_at(uintptr_t a) {
-    _mm_prefetch(reinterpret_cast<const char*>(a), _MM_HINT_T0);
-}
-
-// Decode streams each panel once, with a prefetch 4 KiB ahead of every line it reads (TinyLlama, 2 threads: F16
-// 6.5-6.8 -> 9.2-9.3 tok/s, BF16 7.8-8.0 -> 8.4-9.9; 1, 8 and 16 KiB measured no better).
-__attribute__((always_inline)) inline void prefetch_ahead(const void* p) {
-    prefetch_at(reinterpret_cast<uintptr_t>(p) + 4096);
-}
-
+// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead).
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
     const int64_t Ks = stored_k(Pairs<T>::value, K);
@@ -246,10 +236,6 @@ void widen(float* out, const T* src, int64_t n) {
 __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
     prefetch_at(reinterpret_cast<uintptr_t>(p) + ahead);
     return _mm512_loadu_si512(p);
-}
-__attribute__((always_inline)) inline void prefetch(const uint8_t* p, size_t ahead, size_t bytes) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(p) + ahead;
-    for (uintptr_t a = begin & ~uintptr_t(63); a < begin + bytes; a += 64) prefetch_at(a);
 }
 
 // q4_k, 16 interleaved rows per tile (quant.h): each 64-byte load holds 4 weights of each of the 16 rows, so the
