@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>  // quantize.inc
 
 #include "isa.h"
 #include "plainllama/io/dtype.h"

@@ -4,6 +4,7 @@
 #include <xmmintrin.h>  // SSE, part of every x86-64: quantize.inc's clamp
 
 #include <cstdint>
+#include <type_traits>  // quantize.inc
 
 #include "isa.h"
 #include "plainllama/io/dtype.h"
