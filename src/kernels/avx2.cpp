@@ -325,12 +325,9 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 for (int j = 0; j < 8; j += 2) {
                     const __m256i mn = pairs(load_u8x8(T + 192 + 16 * j + 8 * h), load_u8x8(T + 208 + 16 * j + 8 * h));
                     for (int m = 0; m < M; ++m) {
-                        const BlockQ8x256& xb = x[m * ldx + b];
-                        const int s0 = xb.bsums[2 * j] + xb.bsums[2 * j + 1],
-                                  s1 = xb.bsums[2 * j + 2] + xb.bsums[2 * j + 3];
-                        imin[m] = _mm256_add_epi32(
-                            imin[m], _mm256_madd_epi16(
-                                         mn, _mm256_set1_epi32(int((uint32_t(s0) & 0xFFFFu) | uint32_t(s1) << 16))));
+                        int32_t s;  // sums32[j] | sums32[j + 1] << 16
+                        __builtin_memcpy(&s, x[m * ldx + b].sums32 + j, 4);
+                        imin[m] = _mm256_add_epi32(imin[m], _mm256_madd_epi16(mn, _mm256_set1_epi32(s)));
                     }
                 }
                 const __m256 d = load_half8(T + 16 * h), dmin = load_half8(T + 32 + 16 * h);

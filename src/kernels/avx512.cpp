@@ -325,7 +325,11 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm512_setzero_si512();
                 for (int c = 0; c < 8; ++c) {
                     const __m512i v = load_ahead(T + 320 + 64 * (8 * gr + c), ahead);
-                    const __m512i vl = _mm512_and_si512(v, nib), vh = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+                    // with VNNI the high nibbles stay in place (16 h: u8 products never saturate vpdpbusd), their
+                    // sums shifted back once per sub-block below: one shift (port 0, as vpdpbusd) per 8 loads
+                    const __m512i vl = _mm512_and_si512(v, nib);
+                    const __m512i vh = Dot4::kPairs16 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), nib)
+                                                      : _mm512_andnot_si512(nib, v);
                     for (int m = 0; m < M; ++m) {
                         const int8_t* xq = x[m * ldx + b].qs;
                         int32_t xl, xh;
@@ -340,6 +344,8 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                         }
                     }
                 }
+                if constexpr (!Dot4::kPairs16)
+                    for (int m = 0; m < M; ++m) hi[m] = _mm512_srai_epi32(hi[m], 4);  // exact: 16 times an integer
                 const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 64 + 32 * gr)));
                 const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 80 + 32 * gr)));
                 if constexpr (Dot4::kPairs16) {
@@ -354,11 +360,14 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                                                                              _mm512_mullo_epi32(hi[m], sc_hi)));
                 }
             }
-            for (int j = 0; j < 8; ++j) {
-                const __m512i mn = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j)));
+            for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs, by vpmaddwd
+                const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j));
+                const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 208 + 16 * j));
+                const __m512i mn = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
                 for (int m = 0; m < M; ++m) {
-                    const BlockQ8x256& xb = x[m * ldx + b];
-                    imin[m] = _mm512_add_epi32(imin[m], _mm512_mullo_epi32(mn, _mm512_set1_epi32(xb.bsums[2 * j] + xb.bsums[2 * j + 1])));
+                    int32_t s;  // sums32[j] | sums32[j + 1] << 16
+                    __builtin_memcpy(&s, x[m * ldx + b].sums32 + j, 4);
+                    imin[m] = _mm512_add_epi32(imin[m], _mm512_madd_epi16(mn, _mm512_set1_epi32(s)));
                 }
             }
             const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));

@@ -59,7 +59,7 @@ void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb);
 void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n);
 
 // 8-bit activations for the integer dot products: 32 (for q8_0 weights) or 256 values (q4_k, q6_k) with one f32
-// scale, and for the 256-value blocks the sums of each 16 quants (for the mins and q6_k's offset).
+// scale, and for the 256-value blocks the sums of each 16 quants (q6_k's offset) and of each 32 (q4_k's mins).
 struct BlockQ8x32 {
     float d;
     int8_t qs[32];
@@ -69,6 +69,7 @@ struct BlockQ8x256 {
     float d;
     int8_t qs[256];
     int16_t bsums[16];
+    int16_t sums32[8];  // bsums[2 j] + bsums[2 j + 1] (at most 32 x 127)
 };
 
 }  // namespace plainllama
