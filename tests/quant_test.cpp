@@ -1,7 +1,7 @@
 // Quantized weights: the block formats against a decoder written here from GGUF's definitions (so a GGUF reader
-// reads our blocks), the quantizers' error, the integer dot products of every kernel variant against the scalar
-// one (bit for bit) and against a double-precision sum of the same quantized values, and a quantized model
-// decoding token by token exactly as its batched prefill.
+// reads our blocks), the quantizers' error, q4_k's quantizer against its search written plainly here, the integer
+// dot products of every kernel variant against the scalar one (bit for bit) and against a double-precision sum of the
+// same quantized values, and a quantized model decoding token by token exactly as its batched prefill.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -134,6 +134,143 @@ TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
                 }
             }
         }
+}
+
+// ---- q4_k's quantizer written plainly, one group of 32 at a time ---------------------------------------------------
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")  // a multiply, then an add, as the quantizer; fma only where written
+
+// clamp(round half to even of the exact product a b, lo, hi); NaN to lo.
+float level_ref(float a, float b, float lo, float hi) {
+    const double p = double(a) * double(b);  // exact: 24 x 24 bits
+    if (std::isnan(p)) return lo;
+    return float(std::min(std::max(std::nearbyint(p), double(lo)), double(hi)));
+}
+int round_ref(float v) {  // half to even, within +-2^22 (NaN to 2^22)
+    constexpr float big = 4194304.0f;
+    v = v < big ? v : big;
+    v = v > -big ? v : -big;
+    return int(std::nearbyint(v));
+}
+
+// The documented search (quantize.inc: llama.cpp's make_qkx2_quants, errors from the sums, levels from the exact
+// product, the sums fused) for one group: scale, -min, and the inverse scale and shift of the winner's levels.
+struct Q4Group {
+    float scale, neg_min, l_iscale, l_shift;
+};
+Q4Group fit_q4_group_ref(const float* x) {
+    constexpr int nmax = 15;
+    float sum_x2 = 0;
+    for (int i = 0; i < 32; ++i) sum_x2 += x[i] * x[i];
+    const float root = std::sqrt(sum_x2 / 32.0f);
+    float w[32];
+    for (int i = 0; i < 32; ++i) w[i] = root + std::fabs(x[i]);
+    float mn = x[0], mx = x[0], sum_w = w[0], sum_x = w[0] * x[0], sum_xx = w[0] * x[0] * x[0];
+    for (int i = 1; i < 32; ++i) {
+        mn = x[i] < mn ? x[i] : mn;
+        mx = mx < x[i] ? x[i] : mx;
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+        sum_xx += w[i] * x[i] * x[i];
+    }
+    mn = 0.0f < mn ? 0.0f : mn;
+    const float range = mx - mn, iscale0 = float(nmax) / range;
+    float scale = 1.0f / iscale0, best = 0.0f, best_iscale = iscale0, best_shift = mn;
+    for (int i = 0; i < 32; ++i) {
+        const float diff = scale * level_ref(iscale0, x[i] - mn, 0, nmax) + mn - x[i];
+        best += w[i] * diff * diff;
+    }
+    for (int s = 0; s <= 20; ++s) {
+        const float iscale = (-1.0f + 0.1f * float(s) + float(nmax)) / (mx - mn);
+        float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+        for (int i = 0; i < 32; ++i) {
+            const float l = level_ref(iscale, x[i] - mn, 0, nmax), wl = w[i] * l;
+            sum_l += wl;
+            sum_l2 = std::fma(wl, l, sum_l2);
+            sum_xl = std::fma(wl, x[i], sum_xl);
+        }
+        const float D = sum_w * sum_l2 - sum_l * sum_l, inv_d = 1.0f / D;
+        const float a = (sum_w * sum_xl - sum_x * sum_l) * inv_d, b = (sum_l2 * sum_x - sum_l * sum_xl) * inv_d;
+        const float this_scale = b > 0 ? sum_xl / sum_l2 : a, this_min = b > 0 ? 0.0f : b;
+        const float err = this_scale * this_scale * sum_l2 + 2.0f * this_scale * this_min * sum_l +
+                          this_min * this_min * sum_w - 2.0f * this_scale * sum_xl - 2.0f * this_min * sum_x + sum_xx;
+        if (D > 0 && err < best) best = err, best_iscale = iscale, best_shift = mn, scale = this_scale, mn = this_min;
+    }
+    if (range == 0.0f) return {0.0f, -mn, 0.0f, 0.0f};
+    return {scale, -mn, best_iscale, best_shift};
+}
+
+// One q4_k super-block from its 8 groups' fits: 6-bit scales and mins against the largest, then each weight's level
+// against its group's quantized scale and min (times the inverse scale; the winner's levels for a scale of 0).
+void quantize_q4_k_block_ref(const float* x, uint8_t* y) {
+    Q4Group g[8];
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+        g[j] = fit_q4_group_ref(x + 32 * j);
+        max_scale = max_scale < g[j].scale ? g[j].scale : max_scale;
+        max_min = max_min < g[j].neg_min ? g[j].neg_min : max_min;
+    }
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f, inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    int sc[8], m[8];
+    uint8_t* s = y + 4;
+    std::fill(s, s + 12, 0);
+    for (int j = 0; j < 8; ++j) {
+        sc[j] = std::min(round_ref(inv_scale * g[j].scale), 63), m[j] = std::min(round_ref(inv_min * g[j].neg_min), 63);
+        if (j < 4) {
+            s[j] = uint8_t(sc[j]), s[j + 4] = uint8_t(m[j]);
+        } else {  // GGUF's packing (gguf_decode above)
+            s[j + 4] = uint8_t((sc[j] & 15) | (m[j] & 15) << 4);
+            s[j - 4] |= uint8_t((sc[j] >> 4) << 6), s[j] |= uint8_t((m[j] >> 4) << 6);
+        }
+    }
+    const uint16_t hd = f32_to_f16(max_scale / 63.0f), hm = f32_to_f16(max_min / 63.0f);
+    std::memcpy(y, &hd, 2), std::memcpy(y + 2, &hm, 2);
+    const float d = test::decode_f16(hd), dmin = test::decode_f16(hm);
+    for (int j = 0; j < 8; ++j) {
+        const float dj = d * float(sc[j]), mj = dmin * float(m[j]);
+        for (int i = 0; i < 32; ++i) {
+            const float v = x[32 * j + i];
+            const int l = int(dj != 0.0f ? level_ref(1.0f / dj, v + mj, 0, 15)
+                                         : level_ref(g[j].l_iscale, v - g[j].l_shift, 0, 15));
+            uint8_t& q = y[16 + 32 * (j / 2) + i];
+            q = j % 2 ? uint8_t(q | l << 4) : uint8_t(l);
+        }
+    }
+}
+
+#pragma GCC pop_options
+
+// Every variant's q4_k bytes are the search written plainly, on rows chosen to reach its corners: groups all of
+// one sign (the min at 0), constant groups, ranges so small that their inverse overflows, signed zeros, weights near
+// the largest floats' square roots, and a lone large weight (levels at the top clamp).
+TEST(QuantFormat, Q4KIsItsSearchWrittenPlainly) {
+    std::mt19937 rng(11);
+    const int64_t K = 4096;
+    for (int trial = 0; trial < 8; ++trial) {
+        auto x = random_row(K, rng, trial == 0 ? 1.0f : trial == 1 ? 0.02f : 1e3f);
+        if (trial == 2)
+            for (float& v : x) v = std::fabs(v);  // every group positive
+        if (trial == 3)
+            for (int64_t i = 0; i < K; ++i) x[size_t(i)] = i % 64 < 32 ? 0.5f : -1e-38f * float(i % 5);  // tiny ranges
+        if (trial == 4)
+            for (int64_t i = 0; i < K; ++i) x[size_t(i)] = i % 3 ? -0.0f : 0.0f;
+        if (trial == 5)
+            for (float& v : x) v *= 1e-41f;  // subnormal weights
+        if (trial == 6)
+            for (float& v : x) v = v * 1e15f;  // sums of squares near the largest floats
+        if (trial == 7)
+            for (int64_t i = 0; i < K; i += 32) x[size_t(i + 7)] = 40.0f;  // one large weight per group
+        std::vector<uint8_t> want(quant_row_bytes(QuantType::q4_k, K)), got(want.size());
+        for (int64_t b = 0; b < K / 256; ++b) quantize_q4_k_block_ref(&x[size_t(256 * b)], &want[size_t(144 * b)]);
+        for (const std::string& v : kernel_variants()) {
+            test::UseKernels scope(v);
+            quantize_row(QuantType::q4_k, x.data(), got.data(), K);
+            for (int64_t b = 0; b < K / 256; ++b)
+                ASSERT_TRUE(std::equal(got.begin() + 144 * b, got.begin() + 144 * (b + 1), want.begin() + 144 * b))
+                    << v << " trial " << trial << " super-block " << b;
+        }
+    }
 }
 
 // The error of each format, relative to the rows' scale: q8_0 rounds to within half a step of max|x| / 127 (its

@@ -325,8 +325,9 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm512_setzero_si512();
                 for (int c = 0; c < 8; ++c) {
                     const __m512i v = load_ahead(T + 320 + 64 * (8 * gr + c), ahead);
-                    // with VNNI the high nibbles stay in place (16 h: u8 products never saturate vpdpbusd), their
-                    // sums shifted back once per sub-block below: one shift (port 0, as vpdpbusd) per 8 loads
+                    // with VNNI the high nibbles stay in place (16 h: vpdpbusd has no int16 stage to saturate),
+                    // their sums shifted back once per sub-block and token below, not once per load (port 0, as
+                    // vpdpbusd)
                     const __m512i vl = _mm512_and_si512(v, nib);
                     const __m512i vh = Dot4::kPairs16 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), nib)
                                                       : _mm512_andnot_si512(nib, v);
@@ -363,7 +364,8 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
             for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs, by vpmaddwd
                 const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j));
                 const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 208 + 16 * j));
-                const __m512i mn = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
+                const __m512i mn =
+                    _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
                 for (int m = 0; m < M; ++m) {
                     int32_t s;  // sums32[j] | sums32[j + 1] << 16
                     __builtin_memcpy(&s, x[m * ldx + b].sums32 + j, 4);
