@@ -155,7 +155,8 @@ int round_ref(float v) {  // half to even, within +-2^22 (NaN to 2^22)
 }
 
 // The documented search (quantize.inc: llama.cpp's make_qkx2_quants, errors from the sums, levels from the exact
-// product, the sums fused) for one group: scale, -min, and the inverse scale and shift of the winner's levels.
+// product, the weights truncated to 16 bits and w x to 20, the sums fused) for one group: scale, -min, and the
+// inverse scale and shift of the winner's levels.
 struct Q4Group {
     float scale, neg_min, l_iscale, l_shift;
 };
@@ -164,8 +165,15 @@ Q4Group fit_q4_group_ref(const float* x) {
     float sum_x2 = 0;
     for (int i = 0; i < 32; ++i) sum_x2 += x[i] * x[i];
     const float root = std::sqrt(sum_x2 / 32.0f);
-    float w[32];
-    for (int i = 0; i < 32; ++i) w[i] = root + std::fabs(x[i]);
+    auto keep_bits = [](float v, int bits) {  // truncated to that many significant bits
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        u &= ~0u << (24 - bits);
+        std::memcpy(&v, &u, 4);
+        return v;
+    };
+    float w[32], wx[32];
+    for (int i = 0; i < 32; ++i) w[i] = keep_bits(root + std::fabs(x[i]), 16), wx[i] = keep_bits(w[i] * x[i], 20);
     float mn = x[0], mx = x[0], sum_w = w[0], sum_x = w[0] * x[0], sum_xx = w[0] * x[0] * x[0];
     for (int i = 1; i < 32; ++i) {
         mn = x[i] < mn ? x[i] : mn;
@@ -188,7 +196,7 @@ Q4Group fit_q4_group_ref(const float* x) {
             const float l = level_ref(iscale, x[i] - mn, 0, nmax), wl = w[i] * l;
             sum_l += wl;
             sum_l2 = std::fma(wl, l, sum_l2);
-            sum_xl = std::fma(wl, x[i], sum_xl);
+            sum_xl = std::fma(wx[i], l, sum_xl);
         }
         const float D = sum_w * sum_l2 - sum_l * sum_l, inv_d = 1.0f / D;
         const float a = (sum_w * sum_xl - sum_x * sum_l) * inv_d, b = (sum_l2 * sum_x - sum_l * sum_xl) * inv_d;
