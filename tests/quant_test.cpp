@@ -145,7 +145,7 @@ TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
 float level_ref(float a, float b, float lo, float hi) {
     const double p = double(a) * double(b);  // exact: 24 x 24 bits
     if (std::isnan(p)) return lo;
-    return float(std::min(std::max(std::nearbyint(p), double(lo)), double(hi)));
+    return float(std::min(std::max(std::nearbyint(p), double(lo)), double(hi))) + 0.0f;  // +0 for -0, as the library
 }
 int round_ref(float v) {  // half to even, within +-2^22 (NaN to 2^22)
     constexpr float big = 4194304.0f;
@@ -194,6 +194,10 @@ Q4Group fit_q4_group_ref(const float* x) {
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < 32; ++i) {
             const float l = level_ref(iscale, x[i] - mn, 0, nmax), wl = w[i] * l;
+            const bool exact = double(w[i]) * l == double(wl) && double(wl) * l == double(wl * l) &&
+                               double(wx[i]) * l == double(wx[i] * l);
+            if (!exact)
+                ADD_FAILURE() << "a product of the search is not exact: w " << w[i] << " wx " << wx[i] << " l " << l;
             sum_l += wl;
             sum_l2 = std::fma(wl, l, sum_l2);
             sum_xl = std::fma(wx[i], l, sum_xl);
@@ -277,6 +281,30 @@ TEST(QuantFormat, Q4KIsItsSearchWrittenPlainly) {
             for (int64_t b = 0; b < K / 256; ++b)
                 ASSERT_TRUE(std::equal(got.begin() + 144 * b, got.begin() + 144 * (b + 1), want.begin() + 144 * b))
                     << v << " trial " << trial << " super-block " << b;
+        }
+    }
+}
+
+// q6_k's search adds products of its weights truncated to 14 bits (x^2) and 19 (x^3) and levels in [-32, 31]: each
+// exact in float (so fused and unfused sums agree, quantize.inc's add_product), for weights of every magnitude.
+TEST(QuantFormat, Q6KSearchProductsAreExact) {
+    auto keep_bits = [](float v, int bits) {
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        u &= ~0u << (24 - bits);
+        std::memcpy(&v, &u, 4);
+        return v;
+    };
+    std::mt19937 rng(12);
+    std::uniform_real_distribution<float> mantissa(-2.0f, 2.0f);
+    for (int trial = 0; trial < 20000; ++trial) {
+        const float x = std::ldexp(mantissa(rng), int(rng() % 100) - 60);
+        const float w = keep_bits(x * x, 14), x3 = keep_bits(x * x * x, 19);
+        for (int l = -32; l <= 31; ++l) {
+            const float wl = w * float(l);
+            ASSERT_EQ(double(w) * l, double(wl)) << x << " " << l;
+            ASSERT_EQ(double(wl) * l, double(wl * float(l))) << x << " " << l;
+            ASSERT_EQ(double(x3) * l, double(x3 * float(l))) << x << " " << l;
         }
     }
 }
