@@ -287,8 +287,9 @@ void matvec_q8_0_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32
 // scale in both halves of its lane gives sc (q . x) in int32; the mins likewise, two sub-blocks per vpmaddwd
 // (m_j and m_j+1 against the sums of x over each, at most 4064).
 template <int M>
-__attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx,
-                          int64_t g0, int64_t g1) {
+__attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
+                                                                const BlockQ8x256* x, int64_t ldx, int64_t g0,
+                                                                int64_t g1) {
     const int64_t nb = K / 256;
     const __m256i nib = _mm256_set1_epi8(0x0F);
     auto pairs = [](__m256i lo, __m256i hi) { return _mm256_or_si256(lo, _mm256_slli_epi32(hi, 16)); };
@@ -325,9 +326,8 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 for (int j = 0; j < 8; j += 2) {
                     const __m256i mn = pairs(load_u8x8(T + 192 + 16 * j + 8 * h), load_u8x8(T + 208 + 16 * j + 8 * h));
                     for (int m = 0; m < M; ++m) {
-                        int32_t s;  // sums32[j] | sums32[j + 1] << 16
-                        __builtin_memcpy(&s, x[m * ldx + b].sums32 + j, 4);
-                        imin[m] = _mm256_add_epi32(imin[m], _mm256_madd_epi16(mn, _mm256_set1_epi32(s)));
+                        const __m256i s = _mm256_set1_epi32(sums32_pair(x[m * ldx + b], j));
+                        imin[m] = _mm256_add_epi32(imin[m], _mm256_madd_epi16(mn, s));
                     }
                 }
                 const __m256 d = load_half8(T + 16 * h), dmin = load_half8(T + 32 + 16 * h);

@@ -367,9 +367,8 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 const __m512i mn =
                     _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
                 for (int m = 0; m < M; ++m) {
-                    int32_t s;  // sums32[j] | sums32[j + 1] << 16
-                    __builtin_memcpy(&s, x[m * ldx + b].sums32 + j, 4);
-                    imin[m] = _mm512_add_epi32(imin[m], _mm512_madd_epi16(mn, _mm512_set1_epi32(s)));
+                    const __m512i s = _mm512_set1_epi32(sums32_pair(x[m * ldx + b], j));
+                    imin[m] = _mm512_add_epi32(imin[m], _mm512_madd_epi16(mn, s));
                 }
             }
             const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
