@@ -141,6 +141,15 @@ TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")  // a multiply, then an add, as the quantizer; fma only where written
 
+// v truncated to that many significant bits (the searches' fit weights).
+float keep_bits(float v, int bits) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    u &= ~0u << (24 - bits);
+    std::memcpy(&v, &u, 4);
+    return v;
+}
+
 // clamp(round half to even of the exact product a b, lo, hi); NaN to lo.
 float level_ref(float a, float b, float lo, float hi) {
     const double p = double(a) * double(b);  // exact: 24 x 24 bits
@@ -165,13 +174,6 @@ Q4Group fit_q4_group_ref(const float* x) {
     float sum_x2 = 0;
     for (int i = 0; i < 32; ++i) sum_x2 += x[i] * x[i];
     const float root = std::sqrt(sum_x2 / 32.0f);
-    auto keep_bits = [](float v, int bits) {  // truncated to that many significant bits
-        uint32_t u;
-        std::memcpy(&u, &v, 4);
-        u &= ~0u << (24 - bits);
-        std::memcpy(&v, &u, 4);
-        return v;
-    };
     float w[32], wx[32];
     for (int i = 0; i < 32; ++i) w[i] = keep_bits(root + std::fabs(x[i]), 16), wx[i] = keep_bits(w[i] * x[i], 20);
     float mn = x[0], mx = x[0], sum_w = w[0], sum_x = w[0] * x[0], sum_xx = w[0] * x[0] * x[0];
@@ -288,13 +290,6 @@ TEST(QuantFormat, Q4KIsItsSearchWrittenPlainly) {
 // q6_k's search adds products of its weights truncated to 14 bits (x^2) and 19 (x^3) and levels in [-32, 31]: each
 // exact in float (so fused and unfused sums agree, quantize.inc's add_product), for weights of every magnitude.
 TEST(QuantFormat, Q6KSearchProductsAreExact) {
-    auto keep_bits = [](float v, int bits) {
-        uint32_t u;
-        std::memcpy(&u, &v, 4);
-        u &= ~0u << (24 - bits);
-        std::memcpy(&v, &u, 4);
-        return v;
-    };
     std::mt19937 rng(12);
     std::uniform_real_distribution<float> mantissa(-2.0f, 2.0f);
     for (int trial = 0; trial < 20000; ++trial) {
