@@ -71,9 +71,19 @@ TEST(BenchCli, JsonHasEveryKeyWithSaneValues) {
     EXPECT_EQ(per_token, double(weight_bytes + 5 * 2 * 20 * 64 * 4));  // + the padding rows of gate and up
     EXPECT_GT(gb_s * 1e9 / tg_tok_s, per_token);
     EXPECT_LT(gb_s * 1e9 / tg_tok_s, per_token + kv_per_pos * 12);
+    // The bandwidth: the mean of one pass before the runs and one after each.
     const double bw = j["bandwidth_gb_s"].get<double>();
     EXPECT_GT(bw, 0);
     EXPECT_TRUE(std::isfinite(bw));
+    const auto passes = j["bandwidth_passes_gb_s"].get<std::vector<double>>();
+    ASSERT_EQ(passes.size(), 3u);
+    double sum = 0;
+    for (double p : passes) {
+        EXPECT_GT(p, 0);
+        EXPECT_TRUE(std::isfinite(p));
+        sum += p;
+    }
+    EXPECT_NEAR(bw, sum / 3, 1e-9 * sum);
     // The best kernels this CPU runs.
     EXPECT_EQ(j["kernels"], kernel_variants().front());
 }
@@ -188,15 +198,18 @@ TEST(BenchCli, InvalidFlags) {
 
 TEST(MemBandwidth, SmallBufferGivesFinitePositive) {
     for (size_t bytes : {size_t(4096), size_t(1) << 20, (size_t(1) << 20) + 100}) {
-        const double gbs = measure_read_bandwidth_gbs(bytes, 2);
-        EXPECT_TRUE(std::isfinite(gbs)) << bytes;
-        EXPECT_GT(gbs, 0) << bytes;
+        ReadBandwidthTest test(bytes);
+        for (int pass = 0; pass < 2; ++pass) {
+            const double gbs = test.pass();
+            EXPECT_TRUE(std::isfinite(gbs)) << bytes;
+            EXPECT_GT(gbs, 0) << bytes;
+        }
     }
 }
 
 TEST(MemBandwidth, RejectsBadArguments) {
-    EXPECT_THROW(measure_read_bandwidth_gbs(100, 1), Error);
-    EXPECT_THROW(measure_read_bandwidth_gbs(1 << 20, 0), Error);
+    EXPECT_THROW(ReadBandwidthTest(100), Error);
+    EXPECT_THROW(ReadBandwidthTest(4095), Error);
 }
 
 TEST(MemBandwidth, DefaultSizeIsBeyondTheCache) {

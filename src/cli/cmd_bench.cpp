@@ -116,7 +116,8 @@ Run add_bench(CLI::App& app) {
     cmd->footer(
         "Each run: reset, pp = one eval of -p random token ids, then tg = -n single-token evals (argmax fed\n"
         "back; only the evals are timed). One warm-up first. tg GB/s = (weight bytes + KV cache bytes read)\n"
-        "per token / time per token, against a streaming-read test of this machine run afterwards.");
+        "per token / time per token, against the mean of a streaming-read test of this machine run once\n"
+        "before the runs and once after each.");
     return [o] {
         const int64_t P = o->n_prompt, N = o->n_gen;
         Loaded l = load(o->m);
@@ -155,30 +156,41 @@ Run add_bench(CLI::App& app) {
                 tok = argmax(logits);
             }
         };
-        double pp_s, tg_s;
-        run(std::min<int64_t>(P, 16), std::min<int64_t>(N, 4), &pp_s, &tg_s);  // warm-up
-        std::vector<double> pp_tps, tg_tps;
-        for (int r = 0; r < o->runs; ++r) {
-            run(P, N, &pp_s, &tg_s);
-            pp_tps.push_back(double(P) / pp_s);
-            tg_tps.push_back(double(N) / tg_s);
-            if (!quiet)
-                std::fprintf(stderr, "run %d/%d: pp%lld %.2f t/s, tg%lld %.2f t/s\n", r + 1, o->runs, (long long)P,
-                             pp_tps.back(), (long long)N, tg_tps.back());
-        }
-        const size_t rss = resident_set_bytes();
-        const Stats pp = stats(pp_tps), tg = stats(tg_tps);
-
         // Bytes a generated token reads: every matrix once as packed or quantized, the norms, plus K and V (f32) of
         // the positions it attends to, p + 1 .. p + n, on average p + (n + 1) / 2 per layer and KV head.
         const double weight_bytes = double(l.model->bytes_per_token());
         const double kv_per_pos = double(c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim) * sizeof(float);
         const double bytes_per_token = weight_bytes + kv_per_pos * (double(P) + double(N + 1) / 2.0);
-        const double tg_gbs = bytes_per_token * tg.mean / 1e9;
 
-        const size_t bw_bytes = default_bandwidth_test_bytes();
-        if (!quiet) std::fprintf(stderr, "measuring read bandwidth over %zu MiB\n", bw_bytes >> 20);
-        const double bw = measure_read_bandwidth_gbs(bw_bytes, 5);
+        double pp_s, tg_s;
+        run(std::min<int64_t>(P, 16), std::min<int64_t>(N, 4), &pp_s, &tg_s);  // warm-up
+        // The read bandwidth moves by the minute on shared machines: one pass of the test before the runs and one
+        // after each, so that generation is measured against the bandwidth of the same minutes (the mean of them
+        // all, and per run the mean of the passes on either side).
+        std::vector<double> pp_tps, tg_tps, bw_passes;
+        {
+            const size_t bw_bytes = default_bandwidth_test_bytes();
+            if (!quiet)
+                std::fprintf(stderr, "read bandwidth test over %zu MiB: one pass before the runs, one after each\n",
+                             bw_bytes >> 20);
+            ReadBandwidthTest bw_test(bw_bytes);
+            bw_passes.push_back(bw_test.pass());
+            for (int r = 0; r < o->runs; ++r) {
+                run(P, N, &pp_s, &tg_s);
+                bw_passes.push_back(bw_test.pass());
+                pp_tps.push_back(double(P) / pp_s);
+                tg_tps.push_back(double(N) / tg_s);
+                if (!quiet) {
+                    const double around = (bw_passes[size_t(r)] + bw_passes[size_t(r) + 1]) / 2.0;
+                    std::fprintf(stderr, "run %d/%d: pp%lld %.2f t/s, tg%lld %.2f t/s (%.1f GB/s of %.1f read)\n",
+                                 r + 1, o->runs, (long long)P, pp_tps.back(), (long long)N, tg_tps.back(),
+                                 bytes_per_token * tg_tps.back() / 1e9, around);
+                }
+            }
+        }  // the test's buffer freed before the resident set is read
+        const size_t rss = resident_set_bytes();
+        const Stats pp = stats(pp_tps), tg = stats(tg_tps), bw_stats = stats(bw_passes);
+        const double tg_gbs = bytes_per_token * tg.mean / 1e9, bw = bw_stats.mean;
 
         double params = 0;
         for (const TensorSpec& s : llama_tensor_table(c)) {
@@ -205,6 +217,7 @@ Run add_bench(CLI::App& app) {
                                 {"quant", scheme_name(l.model->quant())},
                                 {"rss_bytes", rss},
                                 {"bandwidth_gb_s", bw},
+                                {"bandwidth_passes_gb_s", bw_passes},
                                 {"pp", {{"n", P}, {"tok_s", pp.mean}, {"stdev", pp.stdev}}},
                                 {"tg", {{"n", N}, {"tok_s", tg.mean}, {"stdev", tg.stdev}, {"gb_s", tg_gbs}}}};
             std::printf("%s\n", j.dump().c_str());

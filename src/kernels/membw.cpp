@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <memory>
 #include <string>
 
 #include "isa.h"
@@ -26,54 +25,49 @@ void slice(size_t n, int t, int nt, size_t* begin, size_t* end) {
     *end = blocks * size_t(t + 1) / size_t(nt) * kBlock;
 }
 
-struct FreeDeleter {
-    void operator()(float* p) const { std::free(p); }
-};
-
 volatile float g_sink;  // keeps the sums alive
 
 }  // namespace
 
-double measure_read_bandwidth_gbs(size_t bytes, int passes) {
+ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
     if (bytes < 4096) throw Error("bandwidth test: buffer of " + std::to_string(bytes) + " bytes; expected >= 4096");
-    if (passes < 1) throw Error("bandwidth test: " + std::to_string(passes) + " passes; expected >= 1");
-    const isa::Kernels& ks = isa::active();
-    const size_t n = bytes / sizeof(float) / kBlock * kBlock;  // floats read per sweep
-    const size_t huge = size_t(1) << 21, alloc_bytes = (n * sizeof(float) + huge - 1) / huge * huge;
+    n_ = bytes / sizeof(float) / kBlock * kBlock;  // floats read per sweep
+    const size_t huge = size_t(1) << 21, alloc_bytes = (n_ * sizeof(float) + huge - 1) / huge * huge;
     void* mem = nullptr;
     if (::posix_memalign(&mem, huge, alloc_bytes) != 0)
         throw Error("out of memory allocating the bandwidth test buffer (" + std::to_string(alloc_bytes >> 20) +
                     " MiB)");
-    std::unique_ptr<float, FreeDeleter> buf(static_cast<float*>(mem));
     ::madvise(mem, alloc_bytes, MADV_HUGEPAGE);  // as the packed weights: no TLB miss per 4 KiB page
-    float* p = buf.get();                        // [n]
+    p_ = static_cast<float*>(mem);
     const size_t min_bytes_per_pass = size_t(64) << 20;
-    const size_t sweeps = std::max<size_t>(1, (min_bytes_per_pass + n * sizeof(float) - 1) / (n * sizeof(float)));
-
+    sweeps_ = std::max<size_t>(1, (min_bytes_per_pass + n_ * sizeof(float) - 1) / (n_ * sizeof(float)));
+    float* p = p_;
+    const size_t n = n_;
 #pragma omp parallel
     {
         size_t b, e;
         slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
         for (size_t i = b; i < e; ++i) p[i] = float(i & 7) * 0.125f;
     }
+}
 
-    double best = 0.0;
-    float total = 0.0f;
-    for (int pass = 0; pass < passes; ++pass) {
-        const auto t0 = std::chrono::steady_clock::now();
-        float sum = 0.0f;
+ReadBandwidthTest::~ReadBandwidthTest() { std::free(p_); }
+
+double ReadBandwidthTest::pass() {
+    const isa::Kernels& ks = isa::active();
+    const float* p = p_;
+    const size_t n = n_, sweeps = sweeps_;
+    const auto t0 = std::chrono::steady_clock::now();
+    float sum = 0.0f;
 #pragma omp parallel reduction(+ : sum)
-        {
-            size_t b, e;
-            slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
-            for (size_t s = 0; s < sweeps; ++s) sum += ks.sum_stream(p + b, int64_t(e - b));
-        }
-        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        total += sum;
-        if (secs > 0) best = std::max(best, double(n * sizeof(float)) * double(sweeps) / secs / 1e9);
+    {
+        size_t b, e;
+        slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
+        for (size_t s = 0; s < sweeps; ++s) sum += ks.sum_stream(p + b, int64_t(e - b));
     }
-    g_sink = total;
-    return best;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    g_sink = sum;
+    return secs > 0 ? double(n * sizeof(float)) * double(sweeps) / secs / 1e9 : 0.0;
 }
 
 size_t default_bandwidth_test_bytes() {

@@ -4,15 +4,28 @@
 
 namespace plainllama {
 
-// Best-of-`passes` read bandwidth in GB/s (1e9 bytes per second): every thread of the OpenMP team
-// sums its own contiguous slice of a `bytes` buffer with the active kernels' vector loads. The buffer sits on
-// 2 MiB pages where the kernel allows (as the packed weights do) and is first touched by the same threads (so its
-// pages sit near them). A pass over a buffer smaller than 64 MiB reads it
-// several times, so the timer sees at least 64 MiB. Throws Error when bytes < 4096 or passes < 1, or
-// when the buffer cannot be allocated.
-double measure_read_bandwidth_gbs(size_t bytes, int passes);
+// A streaming-read bandwidth test: every thread of the OpenMP team sums its own contiguous slice of a `bytes`
+// buffer with the active kernels' vector loads and the decode kernels' software prefetch. The buffer sits on 2 MiB
+// pages where the kernel allows (as the packed weights do), is allocated and first touched by the same threads (so
+// its pages sit near them) when the test is made, and is held until it is destroyed, so that passes can be timed
+// between other work. A pass over a buffer smaller than 64 MiB reads it several times, so the timer sees at least
+// 64 MiB. The constructor throws Error when bytes < 4096 or the buffer cannot be allocated.
+class ReadBandwidthTest {
+  public:
+    explicit ReadBandwidthTest(size_t bytes);
+    ~ReadBandwidthTest();
+    ReadBandwidthTest(const ReadBandwidthTest&) = delete;
+    ReadBandwidthTest& operator=(const ReadBandwidthTest&) = delete;
 
-// A buffer size for measure_read_bandwidth_gbs well beyond the caches: 8x the total last-level cache,
+    // One timed pass: GB/s (1e9 bytes per second).
+    double pass();
+
+  private:
+    float* p_ = nullptr;  // [n_]
+    size_t n_ = 0, sweeps_ = 1;
+};
+
+// A buffer size for ReadBandwidthTest well beyond the caches: 8x the total last-level cache,
 // at least 1 GiB and at most 4 GiB.
 size_t default_bandwidth_test_bytes();
 
