@@ -239,10 +239,10 @@ inline __m256i bytes4(const int8_t* p) {  // 4 bytes in every 32-bit lane
     return _mm256_set1_epi32(v);
 }
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-// As avx512.cpp's: each load of a tile comes with a prefetch of the same place `ahead` bytes on, and the header (the
-// first `bytes`) of the tile `ahead` bytes on is prefetched whole.
+// As avx512.cpp's: each load of a tile comes with a prefetch of the same place `ahead` bytes on
+// (prefetch_line_ahead), and the header (the first `bytes`) of the tile `ahead` bytes on is prefetched whole.
 __attribute__((always_inline)) inline __m256i load_ahead(const uint8_t* p, size_t ahead) {
-    prefetch_at(reinterpret_cast<uintptr_t>(p) + ahead);
+    prefetch_line_ahead(p, ahead);
     return load32(p);
 }
 inline __m256 load_half8(const uint8_t* p) {  // 8 fp16 as f32

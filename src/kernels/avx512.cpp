@@ -231,11 +231,11 @@ void widen(float* out, const T* src, int64_t n) {
 #pragma GCC optimize("fp-contract=off")
 
 // Decode reads a tile's regions as three or four streams, more than the hardware prefetcher follows well: each
-// 64-byte load of a tile comes with a prefetch of the same place `ahead` bytes on (a later tile), and the header (the
-// first `bytes`) of the tile `ahead` bytes on is prefetched whole. q6_k decode: 11.5-12 -> 21-22 tok/s (TinyLlama, 2
-// threads).
+// 64-byte load of a tile comes with a prefetch of the same place `ahead` bytes on (a later tile; prefetch_line_ahead),
+// and the header (the first `bytes`) of the tile `ahead` bytes on is prefetched whole. q6_k decode: 11.5-12 -> 21-22
+// tok/s (TinyLlama, 2 threads).
 __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
-    prefetch_at(reinterpret_cast<uintptr_t>(p) + ahead);
+    prefetch_line_ahead(p, ahead);
     return _mm512_loadu_si512(p);
 }
 
