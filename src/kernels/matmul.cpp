@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -155,53 +156,73 @@ void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const 
         matvec_panels(ks, MatmulJob{j.out + t * W.N, &W}, x + t * W.K, token(xq, t, W.K), p0, p1);
 }
 
-// [0, n) handed out to the threads of a parallel region as contiguous pieces, each half of what is left per thread
-// (a quarter of it for two threads), at least one: a thread that streams faster takes more pieces, and
-// the last pieces are small, so the threads finish together. Decode with an even split waited at the region's end
-// for 8-10% of every matmul's time (one thread or the other gets more of the memory bandwidth at any moment; TinyLlama
-// Q4_K_M, 2 threads: the two threads' finish times 66-87 kcycles apart per call on average, 8-13 with these pieces).
-class Pieces {
+// [0, n) shared by the threads of a parallel region: each starts on its own contiguous share (an even split) and
+// takes it `claim` at a time from the front; a thread whose share is done takes the back half of what is left of
+// another's. So each thread streams one run of the weights, restarting (prefetch and all) only where it would
+// otherwise wait. Decode with the even split alone waited at the region's end for 8-10% of every matmul's time (one
+// thread or the other gets more of the memory bandwidth at any moment: TinyLlama Q4_K_M, 2 threads, the threads'
+// finish times 66-87 kcycles apart per call on average); pieces handed out from one counter fixed the wait but cost
+// each call about 10 us of restarts (a piece's first tiles come without prefetch).
+class Shares {
   public:
-    explicit Pieces(int64_t n) : n_(n) {}
-    // The next piece [*lo, *hi) for one of nt threads; false when all are taken.
-    bool next(int nt, int64_t* lo, int64_t* hi) {
-        int64_t begin = next_.load(std::memory_order_relaxed), size;
-        do {
-            if (begin >= n_) return false;
-            size = std::max<int64_t>(1, (n_ - begin) / (2 * int64_t(nt)));
-        } while (!next_.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed));
-        *lo = begin, *hi = begin + size;
-        return true;
+    Shares(int64_t n, int nt, int64_t claim) : nt_(nt), claim_(claim), ranges_(new Range[size_t(nt)]) {
+        for (int t = 0; t < nt; ++t) ranges_[t].r.store(pack(n * t / nt, n * (t + 1) / nt), std::memory_order_relaxed);
+    }
+    // The next range [*lo, *hi) for thread t; false when none is left.
+    bool next(int t, int64_t* lo, int64_t* hi) {
+        if (t < nt_ && take(t, true, lo, hi)) return true;
+        for (int i = 1; i < nt_; ++i)
+            if (take((t + i) % nt_, false, lo, hi)) return true;
+        return false;
     }
 
   private:
-    const int64_t n_;
-    std::atomic<int64_t> next_{0};
+    struct alignas(64) Range {  // begin << 32 | end, a cache line each (the owners update theirs all along)
+        std::atomic<uint64_t> r;
+    };
+    static uint64_t pack(int64_t b, int64_t e) { return uint64_t(b) << 32 | uint64_t(e); }
+    // claim from the front of share v (its owner), or half of what is left from its back (another thread)
+    bool take(int v, bool front, int64_t* lo, int64_t* hi) {
+        uint64_t r = ranges_[v].r.load(std::memory_order_relaxed);
+        for (;;) {
+            const int64_t b = int64_t(r >> 32), e = int64_t(r & 0xffffffffu);
+            if (b >= e) return false;
+            const int64_t s = front ? std::min(claim_, e - b) : (e - b + 1) / 2;
+            const uint64_t left = front ? pack(b + s, e) : pack(b, e - s);
+            if (ranges_[v].r.compare_exchange_weak(r, left, std::memory_order_relaxed)) {
+                *lo = front ? b : e - s, *hi = front ? b + s : e;
+                return true;
+            }
+        }
+    }
+    const int nt_;
+    const int64_t claim_;
+    std::unique_ptr<Range[]> ranges_;
 };
 
 // Decode, and a few tokens with quantized weights: out_i[t] = W_i x[t] for every job and token, in one parallel
-// region: the panels of all jobs, end to end, are handed out in contiguous pieces (Pieces), so each thread streams
-// runs of the weights once; with several tokens, a run of kRowsChunkBytes of them for every token before the next
-// run. Each output is computed as for the token alone (the same kernel, or the several-token kernel, which repeats its
-// steps per token), so the same bits whichever thread computes it.
+// region: the panels of all jobs, end to end, are shared out (Shares), so each thread streams a run of the weights
+// once; with several tokens, runs of about kRowsChunkBytes of them, each for every token before the next. Each output
+// is computed as for the token alone (the same kernel, or the several-token kernel, which repeats its steps per
+// token), so the same bits whichever thread computes it.
 void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, int64_t K) {
     const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, T_, K);
-    int64_t panels = 0;
-    for (int i = 0; i < n_jobs; ++i) panels += n_panels(jobs[i].W->N);
-    Pieces pieces(panels);
-#pragma omp parallel if (panels * kPanel * K * T_ >= kParallelWork)
+    int64_t panels = 0, panel_bytes = 1;
+    for (int i = 0; i < n_jobs; ++i) {
+        const PackedMatrix& W = *jobs[i].W;
+        panels += n_panels(W.N);
+        panel_bytes = std::max<int64_t>(panel_bytes, int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K)));
+    }
+    const int nt = panels * kPanel * K * T_ >= kParallelWork ? omp_get_max_threads() : 1;
+    Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes));
+#pragma omp parallel num_threads(nt)
     {
-        const int nt = omp_get_num_threads();
         int64_t g0, g1;
-        while (pieces.next(nt, &g0, &g1)) {
+        while (shares.next(omp_get_thread_num(), &g0, &g1)) {
             int64_t base = 0;
             for (int i = 0; i < n_jobs; ++i) {
-                const PackedMatrix& W = *jobs[i].W;
-                const int64_t np = n_panels(W.N), lo = std::max(g0, base), hi = std::min(g1, base + np);
-                const int64_t panel_bytes = int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K));
-                const int64_t step = T_ == 1 ? hi - lo : std::max<int64_t>(1, kRowsChunkBytes / (panel_bytes + 1));
-                for (int64_t c = lo; c < hi; c += step)
-                    matvec_tokens(ks, jobs[i], x, xq, T_, c - base, std::min(hi, c + step) - base);
+                const int64_t np = n_panels(jobs[i].W->N), lo = std::max(g0, base), hi = std::min(g1, base + np);
+                if (lo < hi) matvec_tokens(ks, jobs[i], x, xq, T_, lo - base, hi - base);
                 base += np;
             }
         }
