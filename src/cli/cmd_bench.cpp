@@ -162,9 +162,9 @@ Run add_bench(CLI::App& app) {
         const double kv_per_pos = double(c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim) * sizeof(float);
         const double bytes_per_token = weight_bytes + kv_per_pos * (double(P) + double(N + 1) / 2.0);
 
-        // The read bandwidth moves by the minute on shared machines: one pass of the test before the runs and one
-        // after each, so that generation is measured against the bandwidth of the same minutes (the mean of them
-        // all, and per run the mean of the passes on either side). Each run follows a warm-up, so it finds the
+        // On shared machines the read bandwidth moves from one second to the next: one pass of the test before the runs
+        // and one after each, so that generation is measured against the bandwidth of the same minutes (the mean of
+        // them all, and per run the mean of the passes on either side). Each run follows a warm-up, so it finds the
         // caches as the model left them, not as the test did (a model within the last-level cache stays there).
         double pp_s, tg_s;
         std::vector<double> pp_tps, tg_tps, bw_passes;

@@ -156,31 +156,38 @@ void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const 
         matvec_panels(ks, MatmulJob{j.out + t * W.N, &W}, x + t * W.K, token(xq, t, W.K), p0, p1);
 }
 
-// [0, n) shared by the threads of a parallel region: each starts on its own contiguous share (an even split) and
-// takes it `claim` at a time from the front; a thread whose share is done takes the back half of what is left of
-// another's. So each thread streams one run of the weights, restarting (prefetch and all) only where it would
-// otherwise wait. Decode with the even split alone waited at the region's end for 8-10% of every matmul's time (one
-// thread or the other gets more of the memory bandwidth at any moment: TinyLlama Q4_K_M, 2 threads, the threads'
-// finish times 66-87 kcycles apart per call on average); pieces handed out from one counter fixed the wait but cost
-// each call about 10 us of restarts (a piece's first tiles come without prefetch).
+// [0, n) shared by the threads of a parallel region: each starts on its own contiguous share (an even split) and takes
+// it `claim` at a time from the front; a thread whose share is done moves the back half of what is left of another's
+// into its own share, and goes on as before (so a moved range is claimed `claim` at a time, and can move again). So
+// each thread streams one run of the weights, restarting (prefetch and all) only where it would otherwise wait. A share
+// is one word, begin << 32 | end, changed by compare-and-swap (by its owner, and by a thread moving its back half) or,
+// while empty, stored by its owner: its begin only rises and its end only falls until then, and the panels it then gets
+// were never in it before, so no swap can succeed on a stale word. Decode with the even split alone waited at the
+// region's end for 8-10% of every matmul's time (one thread or the other gets more of the memory bandwidth at any
+// moment: TinyLlama Q4_K_M, 2 threads, the threads' finish times 66-87 kcycles apart per call on average); pieces
+// handed out from one counter fixed the wait but cost each call about 10 us of restarts (a piece's first tiles come
+// without prefetch).
 class Shares {
   public:
     Shares(int64_t n, int nt, int64_t claim) : nt_(nt), claim_(claim), ranges_(new Range[size_t(nt)]) {
         for (int t = 0; t < nt; ++t) ranges_[t].r.store(pack(n * t / nt, n * (t + 1) / nt), std::memory_order_relaxed);
     }
-    // The next range [*lo, *hi) for thread t; false when none is left.
+    // The next range [*lo, *hi) for thread t < nt; false when none is left.
     bool next(int t, int64_t* lo, int64_t* hi) {
-        if (t < nt_ && take(t, true, lo, hi)) return true;
-        for (int i = 1; i < nt_; ++i)
-            if (take((t + i) % nt_, false, lo, hi)) return true;
-        return false;
+        for (;;) {
+            if (take(t, true, lo, hi)) return true;
+            bool moved = false;
+            for (int i = 1; i < nt_ && !moved; ++i) moved = take((t + i) % nt_, false, lo, hi);
+            if (!moved) return false;
+            ranges_[t].r.store(pack(*lo, *hi), std::memory_order_relaxed);
+        }
     }
 
   private:
     struct alignas(64) Range {  // begin << 32 | end, a cache line each (the owners update theirs all along)
         std::atomic<uint64_t> r;
     };
-    static uint64_t pack(int64_t b, int64_t e) { return uint64_t(b) << 32 | uint64_t(e); }
+    static uint64_t pack(int64_t b, int64_t e) { return uint64_t(b) << 32 | uint64_t(e); }  // n < 2^32 (panels)
     // claim from the front of share v (its owner), or half of what is left from its back (another thread)
     bool take(int v, bool front, int64_t* lo, int64_t* hi) {
         uint64_t r = ranges_[v].r.load(std::memory_order_relaxed);
