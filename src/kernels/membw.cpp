@@ -41,13 +41,11 @@ ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
     p_ = static_cast<float*>(mem);
     const size_t min_bytes_per_pass = size_t(64) << 20;
     sweeps_ = std::max<size_t>(1, (min_bytes_per_pass + n_ * sizeof(float) - 1) / (n_ * sizeof(float)));
-    float* p = p_;
-    const size_t n = n_;
 #pragma omp parallel
     {
         size_t b, e;
-        slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
-        for (size_t i = b; i < e; ++i) p[i] = float(i & 7) * 0.125f;
+        slice(n_, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
+        for (size_t i = b; i < e; ++i) p_[i] = float(i & 7) * 0.125f;
     }
 }
 
@@ -55,19 +53,17 @@ ReadBandwidthTest::~ReadBandwidthTest() { std::free(p_); }
 
 double ReadBandwidthTest::pass() {
     const isa::Kernels& ks = isa::active();
-    const float* p = p_;
-    const size_t n = n_, sweeps = sweeps_;
     const auto t0 = std::chrono::steady_clock::now();
     float sum = 0.0f;
 #pragma omp parallel reduction(+ : sum)
     {
         size_t b, e;
-        slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
-        for (size_t s = 0; s < sweeps; ++s) sum += ks.sum_stream(p + b, int64_t(e - b));
+        slice(n_, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
+        for (size_t s = 0; s < sweeps_; ++s) sum += ks.sum_stream(p_ + b, int64_t(e - b));
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     g_sink = sum;
-    return secs > 0 ? double(n * sizeof(float)) * double(sweeps) / secs / 1e9 : 0.0;
+    return secs > 0 ? double(n_ * sizeof(float)) * double(sweeps_) / secs / 1e9 : 0.0;
 }
 
 size_t default_bandwidth_test_bytes() {
