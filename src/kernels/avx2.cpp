@@ -238,12 +238,10 @@ inline __m256i bytes4(const int8_t* p) {  // 4 bytes in every 32-bit lane
     __builtin_memcpy(&v, p, 4);
     return _mm256_set1_epi32(v);
 }
-inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 // As avx512.cpp's: each load of a tile comes with a prefetch of the same place `ahead` bytes on
-// (prefetch_line_ahead), and the header (the first `bytes`) of the tile `ahead` bytes on is prefetched whole.
+// (load_line_ahead), and the header (the first `bytes`) of the tile `ahead` bytes on is prefetched whole.
 __attribute__((always_inline)) inline __m256i load_ahead(const uint8_t* p, size_t ahead) {
-    prefetch_line_ahead(p, ahead);
-    return load32(p);
+    return load_line_ahead<__m256i>(p, ahead);
 }
 inline __m256 load_half8(const uint8_t* p) {  // 8 fp16 as f32
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));

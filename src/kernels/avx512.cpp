@@ -231,12 +231,11 @@ void widen(float* out, const T* src, int64_t n) {
 #pragma GCC optimize("fp-contract=off")
 
 // Decode reads a tile's regions as three or four streams, more than the hardware prefetcher follows well: each
-// 64-byte load of a tile comes with a prefetch of the same place `ahead` bytes on (a later tile; prefetch_line_ahead),
+// 64-byte load of a tile comes with a prefetch of the same place `ahead` bytes on (a later tile; load_line_ahead),
 // and the header (the first `bytes`) of the tile `ahead` bytes on is prefetched whole. q6_k decode: 11.5-12 -> 21-22
 // tok/s (TinyLlama, 2 threads).
 __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
-    prefetch_line_ahead(p, ahead);
-    return _mm512_loadu_si512(p);
+    return load_line_ahead<__m512i>(p, ahead);
 }
 
 // q4_k, 16 interleaved rows per tile (quant.h): each 64-byte load holds 4 weights of each of the 16 rows, so the
