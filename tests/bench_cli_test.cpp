@@ -1,5 +1,6 @@
 // `plainllama bench` end to end through the binary, and the bandwidth test and system facts behind it.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -204,6 +205,24 @@ TEST(MemBandwidth, SmallBufferGivesFinitePositive) {
             EXPECT_TRUE(std::isfinite(gbs)) << bytes;
             EXPECT_GT(gbs, 0) << bytes;
         }
+    }
+}
+
+// Passes over part of the buffer go on from where the last stopped, wrapping at its end (ASan, in CI, checks that no
+// thread reads past it): sizes below a block, between blocks, beyond the buffer, with 1 to 3 threads.
+TEST(MemBandwidth, PartialPassesWrapAround) {
+    for (int threads : {1, 2, 3}) {
+        const int before = omp_get_max_threads();
+        omp_set_num_threads(threads);
+        ReadBandwidthTest test((size_t(1) << 20) + 100);
+        for (size_t bytes : {size_t(0), size_t(100), size_t(256), size_t(300000), size_t(700000), size_t(5) << 20}) {
+            for (int pass = 0; pass < 3; ++pass) {
+                const double gbs = test.pass(bytes);
+                EXPECT_TRUE(std::isfinite(gbs)) << bytes << " bytes, " << threads << " threads";
+                EXPECT_GT(gbs, 0) << bytes << " bytes, " << threads << " threads";
+            }
+        }
+        omp_set_num_threads(before);
     }
 }
 

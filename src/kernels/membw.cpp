@@ -66,6 +66,25 @@ double ReadBandwidthTest::pass() {
     return secs > 0 ? double(n_ * sizeof(float)) * double(sweeps_) / secs / 1e9 : 0.0;
 }
 
+double ReadBandwidthTest::pass(size_t bytes) {
+    const isa::Kernels& ks = isa::active();
+    const size_t n = std::clamp<size_t>(bytes / sizeof(float) / kBlock, 1, n_ / kBlock) * kBlock;  // floats read
+    const auto t0 = std::chrono::steady_clock::now();
+    float sum = 0.0f;
+#pragma omp parallel reduction(+ : sum)
+    {
+        size_t b, e;  // this thread's slice of the n floats from next_, which may run on past the end to the start
+        slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
+        b += next_, e += next_;
+        if (b < n_) sum += ks.sum_stream(p_ + b, int64_t(std::min(e, n_) - b));
+        if (e > n_) sum += ks.sum_stream(p_ + std::max(b, n_) - n_, int64_t(e - std::max(b, n_)));
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    g_sink = sum;
+    next_ = (next_ + n) % n_;
+    return secs > 0 ? double(n * sizeof(float)) / secs / 1e9 : 0.0;
+}
+
 size_t default_bandwidth_test_bytes() {
     return std::clamp(8 * last_level_cache_bytes(), size_t(1) << 30, size_t(4) << 30);
 }

@@ -19,10 +19,15 @@ class ReadBandwidthTest {
 
     // One timed pass: GB/s (1e9 bytes per second).
     double pass();
+    // A timed pass over the next `bytes` of the buffer (whole 256-byte blocks, at least one, at most the buffer), from
+    // where the last one stopped and on from the start when it reaches the end: GB/s. Between steps of other work, as
+    // long as the buffer is larger than the caches, each finds its bytes in memory.
+    double pass(size_t bytes);
 
   private:
     float* p_ = nullptr;  // [n_]
     size_t n_ = 0, sweeps_ = 1;
+    size_t next_ = 0;  // where pass(bytes) starts, in floats
 };
 
 // A buffer size for ReadBandwidthTest well beyond the caches: 8x the total last-level cache,
