@@ -117,8 +117,9 @@ Run add_bench(CLI::App& app) {
         "Each run: reset, pp = one eval of -p random token ids, then tg = -n single-token evals (argmax fed\n"
         "back; only the evals are timed), after a warm-up. tg GB/s = (weight bytes + KV cache bytes read)\n"
         "per token / time per token, against the mean of the passes of a streaming-read test of this\n"
-        "machine: over a token's bytes after each token when they exceed the last-level cache, else one\n"
-        "pass before the runs and one after each.");
+        "machine: over a token's bytes after each token when they exceed the last-level cache (so each\n"
+        "token starts with the caches as the test left them), else one pass before the runs and one after\n"
+        "each.");
     return [o] {
         const int64_t P = o->n_prompt, N = o->n_gen;
         Loaded l = load(o->m);
@@ -142,9 +143,9 @@ Run add_bench(CLI::App& app) {
             return int32_t(std::max_element(logits, logits + c.vocab_size) - logits);
         };
         // One run: pp seconds for the prompt, tg seconds summed over the single-token evals only; with a test, a pass
-        // of it over `pass_bytes` after each token (untimed), its GB/s appended to *passes.
+        // of it over `test_bytes` after each token (untimed), its GB/s appended to *passes.
         auto run = [&](int64_t p, int64_t n, double* pp_secs, double* tg_secs, ReadBandwidthTest* test = nullptr,
-                       double pass_bytes = 0, std::vector<double>* passes = nullptr) {
+                       size_t test_bytes = 0, std::vector<double>* passes = nullptr) {
             std::vector<int32_t> prompt(static_cast<size_t>(p));  // [p]
             for (int32_t& t : prompt) t = id(rng);
             ctx.reset();
@@ -157,7 +158,7 @@ Run add_bench(CLI::App& app) {
                 const float* logits = ctx.eval(&tok, 1);
                 *tg_secs += now_seconds() - t0;
                 tok = argmax(logits);
-                if (test) passes->push_back(test->pass(size_t(pass_bytes)));
+                if (test) passes->push_back(test->pass(test_bytes));
             }
         };
         // Bytes a generated token reads: every matrix once as packed or quantized, the norms, plus K and V (f32) of
@@ -173,16 +174,17 @@ Run add_bench(CLI::App& app) {
         // within the cache has one pass before the runs and one after each, and each run follows a warm-up, so it finds
         // the caches as the model left them, not as the test did. The bandwidth is the mean of the passes (per run: of
         // the token passes, or of the two passes on either side).
-        const size_t llc = last_level_cache_bytes();
+        const size_t llc = last_level_cache_bytes(), bw_bytes = default_bandwidth_test_bytes();
         const bool per_token = llc > 0 && bytes_per_token > double(llc);
+        const size_t pass_bytes = per_token ? std::min(size_t(bytes_per_token), bw_bytes) : 0;  // 0: whole passes
         double pp_s, tg_s;
         std::vector<double> pp_tps, tg_tps, bw_passes;
         {
-            const size_t bw_bytes = default_bandwidth_test_bytes();
             if (!quiet) {
                 if (per_token)
-                    std::fprintf(stderr, "read bandwidth test over %zu MiB: a pass of %.1f MiB (a token's bytes) "
-                                 "after each generated token\n", bw_bytes >> 20, bytes_per_token / double(1 << 20));
+                    std::fprintf(stderr, "read bandwidth test over %zu MiB: a pass of %.1f MiB (a token's bytes, at "
+                                 "most the buffer) after each generated token\n", bw_bytes >> 20,
+                                 double(pass_bytes) / double(1 << 20));
                 else
                     std::fprintf(stderr, "read bandwidth test over %zu MiB: one pass before the runs, one after each\n",
                                  bw_bytes >> 20);
@@ -193,7 +195,7 @@ Run add_bench(CLI::App& app) {
                 run(std::min<int64_t>(P, 16), std::min<int64_t>(N, 4), &pp_s, &tg_s);  // warm-up
                 const size_t first = bw_passes.size();
                 if (per_token)
-                    run(P, N, &pp_s, &tg_s, &bw_test, bytes_per_token, &bw_passes);
+                    run(P, N, &pp_s, &tg_s, &bw_test, pass_bytes, &bw_passes);
                 else
                     run(P, N, &pp_s, &tg_s);
                 if (!per_token) bw_passes.push_back(bw_test.pass());
@@ -238,6 +240,7 @@ Run add_bench(CLI::App& app) {
                                 {"rss_bytes", rss},
                                 {"bandwidth_gb_s", bw},
                                 {"bandwidth_passes_gb_s", bw_passes},
+                                {"bandwidth_pass_bytes", pass_bytes},
                                 {"pp", {{"n", P}, {"tok_s", pp.mean}, {"stdev", pp.stdev}}},
                                 {"tg", {{"n", N}, {"tok_s", tg.mean}, {"stdev", tg.stdev}, {"gb_s", tg_gbs}}}};
             std::printf("%s\n", j.dump().c_str());
@@ -250,7 +253,7 @@ Run add_bench(CLI::App& app) {
                      {name, dtype, params_str(params), size_str(weight_bytes), th, "tg" + std::to_string(N),
                       format("%.2f ± %.2f", tg.mean, tg.stdev)}},
                     {false, false, true, true, true, true, true});
-        const bool in_cache = bytes_per_token < double(last_level_cache_bytes());
+        const bool in_cache = bytes_per_token < double(llc);
         std::printf("\ntg: %.1f GB/s effective of %.1f GB/s measured read bandwidth (%.0f%% of roofline)%s\n", tg_gbs,
                     bw, bw > 0 ? 100.0 * tg_gbs / bw : 0.0, in_cache ? "; the model fits in the last-level cache" : "");
         std::printf("rss: %.1f MiB (weights %.1f MiB, KV cache %.1f MiB)\n", double(rss) / double(1 << 20),

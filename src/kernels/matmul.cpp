@@ -66,14 +66,14 @@ void tile_rows(const MicroTile<E>* tiles, float* out, int64_t N, const float* x,
 }
 
 // tile(t0, t1, n0, nr) for every (token chunk, block of kNR outputs) of out [T, N], over the threads.
-// Tokens are split too when there are few output blocks, so every thread has work. Below kParallelWork, or inside a
-// parallel region (attention's products), the tiles run in turn on this thread, outside any OpenMP construct: a team
-// of one thread, with its dynamic schedule, was most of decode's attention (TinyLlama shape, 32 keys, caches warm:
-// 13.8-19.8 -> 8.1-12.6 us per layer; in decode itself 33-35 -> 22-27 us).
+// Tokens are split too when there are few output blocks, so every thread has work. Below kParallelWork, with one
+// thread, or inside a parallel region (attention's products, perplexity's contexts), the tiles run in turn on this
+// thread, outside any OpenMP construct: a team of one thread, with its dynamic schedule, was most of decode's attention
+// (TinyLlama shape, 32 keys, caches warm: 13.8-19.8 -> 8.1-12.6 us per layer; in decode itself 33-35 -> 22-27 us).
 template <class Tile>
 void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
     const int64_t n_blocks = (N + kNR - 1) / kNR;
-    if (T_ * N * K < kParallelWork || omp_in_parallel()) {
+    if (T_ * N * K < kParallelWork || omp_get_max_threads() == 1 || omp_in_parallel()) {
         for (int64_t nb = 0; nb < n_blocks; ++nb) tile(0, T_, nb * kNR, std::min(kNR, N - nb * kNR));
         return;
     }
@@ -88,8 +88,8 @@ void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
             tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
 }
 
-// x [T, K] as 8-bit blocks, for the quantized matrices of matvec_many: once per call and thread, token and block size
-// needed (in this thread's buffers).
+// x [T, K] as 8-bit blocks, for the quantized matrices of matvec_many, in this thread's buffers: once per call (and
+// thread, in decode), token and block size needed.
 struct QuantizedX {
     const BlockQ8x32* q32 = nullptr;    // [T][K / 32]
     const BlockQ8x256* q256 = nullptr;  // [T][K / 256]
@@ -228,15 +228,17 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
         panels += n_panels(W.N);
         panel_bytes = std::max<int64_t>(panel_bytes, int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K)));
     }
-    const int nt = panels * kPanel * K * T_ >= kParallelWork ? omp_get_max_threads() : 1;
+    const int nt = panels * kPanel * K * T_ >= kParallelWork && !omp_in_parallel() ? omp_get_max_threads() : 1;
     Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes));
-    // Every thread quantizes x itself (the same bytes) rather than one before the region while the others wait: the
-    // same time before the first weights are read, with no barrier. 2 threads, a q4_k [2048, 2048] or [2048, 5632] per
-    // call, out of cache, the calls alternating with a read stream of as many bytes: 94.6-97.9% -> 95.7-99.9% and
-    // 85.5-90.1% -> 88.3-91.5% of the stream's rate, higher in 6 of 6 sittings.
+    // Decode: every thread quantizes x itself (the same bytes) rather than one before the region while the others
+    // wait: the same time before the first weights are read, with no barrier. 2 threads, a q4_k [2048, 2048] or
+    // [2048, 5632] per call, out of cache, the calls alternating with a read stream of as many bytes: 94.6-97.9% ->
+    // 95.7-99.9% and 85.5-90.1% -> 88.3-91.5% of the stream's rate, higher in 6 of 6 sittings. Several tokens: once,
+    // before (a copy per thread would cost each thread the whole batch, in time and memory).
+    const QuantizedX shared_xq = T_ > 1 ? quantize_x(ks, jobs, n_jobs, x, T_, K) : QuantizedX{};
 #pragma omp parallel num_threads(nt)
     {
-        const QuantizedX xq = quantize_x(ks, jobs, n_jobs, x, T_, K);
+        const QuantizedX xq = T_ > 1 ? shared_xq : quantize_x(ks, jobs, n_jobs, x, T_, K);
         int64_t g0, g1;
         while (shares.next(omp_get_thread_num(), &g0, &g1)) {
             int64_t base = 0;

@@ -19,9 +19,9 @@ class ReadBandwidthTest {
 
     // One timed pass: GB/s (1e9 bytes per second).
     double pass();
-    // A timed pass over the next `bytes` of the buffer (whole 256-byte blocks, at least one, at most the buffer), from
-    // where the last one stopped and on from the start when it reaches the end: GB/s. Between steps of other work, as
-    // long as the buffer is larger than the caches, each finds its bytes in memory.
+    // A timed pass over the next `bytes` of the buffer, read once (whole 256-byte blocks, at least one, at most the
+    // buffer; no 64 MiB minimum), from where the last one stopped and on from the start when it reaches the end: GB/s.
+    // Between steps of other work, as long as the buffer is larger than the caches, each finds its bytes in memory.
     double pass(size_t bytes);
 
   private:
