@@ -169,8 +169,8 @@ Run add_bench(CLI::App& app) {
 
         // On shared machines the read bandwidth moves from one second to the next, so generation is set against passes
         // of the test taken in turn with it. A model larger than the last-level cache (read from memory at every token)
-        // has a pass over as many bytes as a token reads after each token, and one build's share then repeats to within
-        // about 3 points (TinyLlama Q4_K_M: 85-88%, where passes between runs gave 82-93% within minutes). A model
+        // has a pass over as many bytes as a token reads after each token, and one build's share then varies less
+        // (TinyLlama Q4_K_M: 84-92%, most runs 85-88%, where passes between runs gave 81-93% within minutes). A model
         // within the cache has one pass before the runs and one after each, and each run follows a warm-up, so it finds
         // the caches as the model left them, not as the test did. The bandwidth is the mean of the passes (per run: of
         // the token passes, or of the two passes on either side).
