@@ -117,9 +117,9 @@ Run add_bench(CLI::App& app) {
         "Each run: reset, pp = one eval of -p random token ids, then tg = -n single-token evals (argmax fed\n"
         "back; only the evals are timed), after a warm-up. tg GB/s = (weight bytes + KV cache bytes read)\n"
         "per token / time per token, against the mean of the passes of a streaming-read test of this\n"
-        "machine: over a token's bytes after each token when they exceed the last-level cache (so each\n"
-        "token starts with the caches as the test left them), else one pass before the runs and one after\n"
-        "each.");
+        "machine: over a token's bytes (at most the test's buffer) after each token when they exceed the\n"
+        "last-level cache (so each token starts with the caches as the test left them), else one pass\n"
+        "before the runs and one after each.");
     return [o] {
         const int64_t P = o->n_prompt, N = o->n_gen;
         Loaded l = load(o->m);
@@ -253,7 +253,7 @@ Run add_bench(CLI::App& app) {
                      {name, dtype, params_str(params), size_str(weight_bytes), th, "tg" + std::to_string(N),
                       format("%.2f ± %.2f", tg.mean, tg.stdev)}},
                     {false, false, true, true, true, true, true});
-        const bool in_cache = bytes_per_token < double(llc);
+        const bool in_cache = llc > 0 && !per_token;
         std::printf("\ntg: %.1f GB/s effective of %.1f GB/s measured read bandwidth (%.0f%% of roofline)%s\n", tg_gbs,
                     bw, bw > 0 ? 100.0 * tg_gbs / bw : 0.0, in_cache ? "; the model fits in the last-level cache" : "");
         std::printf("rss: %.1f MiB (weights %.1f MiB, KV cache %.1f MiB)\n", double(rss) / double(1 << 20),

@@ -88,8 +88,8 @@ void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
             tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
 }
 
-// x [T, K] as 8-bit blocks, for the quantized matrices of matvec_many, in this thread's buffers: once per call (and
-// thread, in decode), token and block size needed.
+// x [T, K] as 8-bit blocks, for the quantized matrices of matvec_many, in the calling thread's buffers (read by the
+// whole team when T > 1): once per call (and thread, in decode), token and block size needed.
 struct QuantizedX {
     const BlockQ8x32* q32 = nullptr;    // [T][K / 32]
     const BlockQ8x256* q256 = nullptr;  // [T][K / 256]
