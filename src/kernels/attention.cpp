@@ -11,7 +11,18 @@ namespace plainllama {
 
 namespace {
 constexpr int64_t kTokenChunk = 32;  // query tokens per work item
+// Decode's attention reads K and V rows that the weights streamed since the last token have pushed out of every cache:
+// its work items go to the threads from a sixteenth of kParallelWork (QK multiply-adds), and each item prefetches all
+// the K and V lines it reads before its products, so that the misses overlap rather than follow one another. TinyLlama
+// shape, 2 threads, 1-64 positions, us per layer: 31.4-31.6 before, 24.4-26.0 with the lower threshold, 27.0-29.0 with
+// the prefetch, 18.8-24.0 with both.
+constexpr int64_t kParallelAttention = kParallelWork / 16;
+
+// The lines of [p, p + bytes) on their way into the caches.
+void prefetch_lines(const void* p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o, 0, 3);
 }
+}  // namespace
 
 int64_t key_cache_positions(int64_t ctx) { return (ctx + kPanel - 1) / kPanel * kPanel; }
 
@@ -37,7 +48,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
     const int64_t threads = omp_get_max_threads(), pairs = n_kv_heads * chunks;
     const int64_t want = (threads + pairs - 1) / pairs, per_part = pairs >= threads ? group : (group + want - 1) / want;
     const int64_t parts = (group + per_part - 1) / per_part, items = pairs * parts;
-#pragma omp parallel for schedule(dynamic, 1) if (n_heads * T * (pos0 + T) * hd >= kParallelWork)
+#pragma omp parallel for schedule(dynamic, 1) if (n_heads * T * (pos0 + T) * hd >= kParallelAttention)
     for (int64_t it = 0; it < items; ++it) {
         const int64_t c = chunks - 1 - it / (n_kv_heads * parts), g = it / parts % n_kv_heads, part = it % parts;
         const int64_t h0 = g * group + part * per_part, nq = std::min(per_part, group - part * per_part);
@@ -45,6 +56,8 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         const int64_t n_keys = pos0 + t1;         // what the chunk's last token sees
         const PackedMatrix K{k_cache + g * key_cache_positions(ctx) * hd, DType::F32, n_keys, hd};  // [n_keys, hd]
         const float* V = v_cache + g * ctx * hd;                                                    // [ctx, hd]
+        prefetch_lines(K.data, size_t(key_cache_positions(n_keys) * hd) * sizeof(float));  // whole key panels
+        prefetch_lines(V, size_t(n_keys * hd) * sizeof(float));
         float* Q = scratch + omp_get_thread_num() * per_thread;  // [rows, hd]: row (t - t0) * nq + i is head h0 + i
         float* O = Q + rows * hd;                                 // [rows, hd]
         float* S = O + rows * hd;                                 // [rows, n_keys]
