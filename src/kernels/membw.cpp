@@ -51,38 +51,33 @@ ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
 
 ReadBandwidthTest::~ReadBandwidthTest() { std::free(p_); }
 
-double ReadBandwidthTest::pass() {
+// `sweeps` reads of the n floats from `first` on (on from the start past the end), every thread its own slice: GB/s.
+double ReadBandwidthTest::timed_read(size_t first, size_t n, size_t sweeps) {
     const isa::Kernels& ks = isa::active();
     const auto t0 = std::chrono::steady_clock::now();
     float sum = 0.0f;
 #pragma omp parallel reduction(+ : sum)
     {
         size_t b, e;
-        slice(n_, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
-        for (size_t s = 0; s < sweeps_; ++s) sum += ks.sum_stream(p_ + b, int64_t(e - b));
+        slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
+        b += first, e += first;
+        for (size_t s = 0; s < sweeps; ++s) {
+            if (b < n_) sum += ks.sum_stream(p_ + b, int64_t(std::min(e, n_) - b));
+            if (e > n_) sum += ks.sum_stream(p_ + std::max(b, n_) - n_, int64_t(e - std::max(b, n_)));
+        }
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     g_sink = sum;
-    return secs > 0 ? double(n_ * sizeof(float)) * double(sweeps_) / secs / 1e9 : 0.0;
+    return secs > 0 ? double(n * sizeof(float)) * double(sweeps) / secs / 1e9 : 0.0;
 }
 
+double ReadBandwidthTest::pass() { return timed_read(0, n_, sweeps_); }
+
 double ReadBandwidthTest::pass(size_t bytes) {
-    const isa::Kernels& ks = isa::active();
     const size_t n = std::clamp<size_t>(bytes / sizeof(float) / kBlock, 1, n_ / kBlock) * kBlock;  // floats read
-    const auto t0 = std::chrono::steady_clock::now();
-    float sum = 0.0f;
-#pragma omp parallel reduction(+ : sum)
-    {
-        size_t b, e;  // this thread's slice of the n floats from next_, which may run on past the end to the start
-        slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
-        b += next_, e += next_;
-        if (b < n_) sum += ks.sum_stream(p_ + b, int64_t(std::min(e, n_) - b));
-        if (e > n_) sum += ks.sum_stream(p_ + std::max(b, n_) - n_, int64_t(e - std::max(b, n_)));
-    }
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    g_sink = sum;
+    const double gbs = timed_read(next_, n, 1);
     next_ = (next_ + n) % n_;
-    return secs > 0 ? double(n * sizeof(float)) / secs / 1e9 : 0.0;
+    return gbs;
 }
 
 size_t default_bandwidth_test_bytes() {

@@ -25,6 +25,8 @@ class ReadBandwidthTest {
     double pass(size_t bytes);
 
   private:
+    double timed_read(size_t first, size_t n, size_t sweeps);
+
     float* p_ = nullptr;  // [n_]
     size_t n_ = 0, sweeps_ = 1;
     size_t next_ = 0;  // where pass(bytes) starts, in floats
