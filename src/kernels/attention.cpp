@@ -51,8 +51,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
     const int64_t threads = omp_get_max_threads(), pairs = n_kv_heads * chunks;
     const int64_t want = (threads + pairs - 1) / pairs, per_part = pairs >= threads ? group : (group + want - 1) / want;
     const int64_t parts = (group + per_part - 1) / per_part, items = pairs * parts;
-#pragma omp parallel for schedule(dynamic, 1) if (n_heads * T * (pos0 + T) * hd >= kParallelAttention)
-    for (int64_t it = 0; it < items; ++it) {
+    auto item = [&](int64_t it, int slot) {  // slot: this thread's part of scratch
         const int64_t c = chunks - 1 - it / (n_kv_heads * parts), g = it / parts % n_kv_heads, part = it % parts;
         const int64_t h0 = g * group + part * per_part, nq = std::min(per_part, group - part * per_part);
         const int64_t t0 = c * kTokenChunk, t1 = std::min(T, t0 + kTokenChunk), rows = (t1 - t0) * nq;
@@ -61,7 +60,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         const float* V = v_cache + g * ctx * hd;                                                    // [ctx, hd]
         prefetch_lines(K.data, size_t(key_cache_positions(n_keys) * hd) * sizeof(float));  // whole key panels
         prefetch_lines(V, size_t(n_keys * hd) * sizeof(float));
-        float* Q = scratch + omp_get_thread_num() * per_thread;  // [rows, hd]: row (t - t0) * nq + i is head h0 + i
+        float* Q = scratch + slot * per_thread;  // [rows, hd]: row (t - t0) * nq + i is head h0 + i
         float* O = Q + rows * hd;                                 // [rows, hd]
         float* S = O + rows * hd;                                 // [rows, n_keys]
         for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, Q + (t - t0) * nq * hd);
@@ -81,7 +80,13 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         for (int64_t r = 0; r < rows; ++r)
             gemv_acc(O + r * hd, S + r * n_keys + shared, V + shared * hd, r / nq + 1, hd);
         for (int64_t t = t0; t < t1; ++t) std::copy_n(O + (t - t0) * nq * hd, nq * hd, out + (t * n_heads + h0) * hd);
+    };
+    if (n_heads * T * (pos0 + T) * hd < kParallelAttention || omp_in_parallel()) {  // no team of one (parallel_for)
+        for (int64_t it = 0; it < items; ++it) item(it, 0);
+        return;
     }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t it = 0; it < items; ++it) item(it, omp_get_thread_num());
 }
 
 }  // namespace plainllama

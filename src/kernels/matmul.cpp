@@ -260,9 +260,7 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
     // quantized: the same alternation, 2 threads, 16 KiB, against the stream's rate, 0.4-5.7 points higher in 20 of
     // 20 sittings (q4_k [2048, 2048] and [2048, 5632], q6_k and BF16 [2048, 2048]); 8 KiB less, 32-64 KiB no more.
     const QuantizedX shared_xq = T_ > 1 ? quantize_x(ks, jobs, n_jobs, x, T_, K) : QuantizedX{};
-#pragma omp parallel num_threads(nt)
-    {
-        const int t = omp_get_thread_num();
+    auto run = [&](int t) {  // thread t of nt
         if (T_ == 1) prefetch_panel(jobs, n_jobs, K, Shares::start(panels, nt, t), kShareStartBytes);
         const QuantizedX xq = T_ > 1 ? shared_xq : quantize_x(ks, jobs, n_jobs, x, T_, K);
         int64_t g0, g1;
@@ -274,7 +272,10 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
                 base += np;
             }
         }
-    }
+    };
+    if (nt == 1) return run(0);  // no team of one thread (parallel_for)
+#pragma omp parallel num_threads(nt)
+    run(omp_get_thread_num());
 }
 
 // The table's direct tiles for 16-bit panels of T, and the tallest tile they take (0: always widen).

@@ -37,8 +37,7 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
     const float* wf = w_buf.data();
     convert_to_f32(w_buf.data(), w, wt, n);
     const size_t es = dtype_size(xt);
-#pragma omp parallel for schedule(static) if (rows * n >= kParallelWork && rows > 1)
-    for (int64_t r = 0; r < rows; ++r) {
+    parallel_for(rows, rows * n >= kParallelWork && rows > 1, [&](int64_t r) {
         // F32 rows are read and written in place; 16-bit ones through a per-thread f32 row.
         const float* xr;
         float* yr;
@@ -55,7 +54,7 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
         const float scale = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
         ks.scale_mul(yr, xr, scale, wf, n);
         if (xt != DType::F32) narrow(static_cast<uint8_t*>(y) + size_t(r * n) * es, yr, xt, n);
-    }
+    });
 }
 
 void convert_to_f32(float* out, const void* src, DType t, int64_t n) {

@@ -283,8 +283,7 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
         const MatmulJob qkv[3] = {{q_.data(), &L.q_proj.packed}, {k_.data(), &L.k_proj.packed},
                                   {v_.data(), &L.v_proj.packed}};
         matmul_many(qkv, 3, xn_.data(), T, exact_);
-#pragma omp parallel for schedule(static) if (T * (qd + kvd) >= kParallelWork)
-        for (int64_t t = 0; t < T; ++t) {
+        parallel_for(T, T * (qd + kvd) >= kParallelWork, [&](int64_t t) {
             const int64_t pos = row_pos[size_t(t)];
             const float* cs = &rope_cos_[size_t(pos * half)];
             const float* sn = &rope_sin_[size_t(pos * half)];
@@ -296,7 +295,7 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
                 store_key(K, &k_[src], g, pos, hd, n_ctx_);
                 std::copy_n(&v_[src], hd, V + size_t((g * n_ctx_ + pos) * hd));
             }
-        }
+        });
         for (const Span& sp : spans)
             attention(&att_[size_t(sp.row0 * qd)], &q_[size_t(sp.row0 * qd)], Kc(sp.seq), Vc(sp.seq), sp.n,
                       n_past_[size_t(sp.seq)], nh, nkv, hd, n_ctx_, scratch_.data());

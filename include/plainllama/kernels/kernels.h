@@ -2,6 +2,8 @@
 // Row-major, except weight matrices, packed into panels (below); weights may be F32, F16 or BF16 and are converted
 // inside the kernels.
 #pragma once
+#include <omp.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -16,6 +18,20 @@ namespace plainllama {
 // Below this many multiply-adds (~20 us on one core) a kernel stays on the calling thread: waking the
 // team costs microseconds on an idle machine and far more on a busy one.
 constexpr int64_t kParallelWork = 1 << 17;
+
+// f(i) for i in [0, n): over the threads (static schedule) when `parallel` and not already inside a parallel region,
+// else in turn on this thread outside any OpenMP construct. A region with a false `if` clause still makes a team of one
+// thread: 2-4 us each in decode (TinyLlama Q4_K_M, 2 threads, 128-160 positions, per layer: the two RMSNorms 7.1 and
+// 4.5 -> 3.4 and 2.6 us, RoPE with the cache stores 10.0 -> 7.5 us).
+template <class F>
+void parallel_for(int64_t n, bool parallel, const F& f) {
+    if (!parallel || omp_in_parallel()) {
+        for (int64_t i = 0; i < n; ++i) f(i);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) f(i);
+}
 
 // y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w[:]     x, y: [rows, n] of type xt; w: [n] of wt.
 // The mean square is accumulated in double (f32 and 16-bit inputs alike), the scale rounded once to f32.
