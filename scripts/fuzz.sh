@@ -19,7 +19,7 @@ shared=$(cd .. && pwd)/shared
 [[ -d $shared/models ]] || { echo "fuzz: no $shared/models (../shared beside the project root)" >&2; exit 1; }
 
 # clang, its compiler-rt runtimes (libFuzzer, ASan, UBSan), llvm-symbolizer, and libomp (the library's OpenMP
-# under clang; CMake finds it even though the fuzz targets do not link it).
+# under clang; CMake finds it, and its omp.h, which kernels.h includes, even though the fuzz targets do not link it).
 packages=(clang libclang-rt-dev llvm libomp-dev cmake nlohmann-json3-dev libcli11-dev libsentencepiece-dev
           pkg-config python3)
 missing=()

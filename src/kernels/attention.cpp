@@ -64,7 +64,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         float* O = Q + rows * hd;                                 // [rows, hd]
         float* S = O + rows * hd;                                 // [rows, n_keys]
         for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, Q + (t - t0) * nq * hd);
-        matmul(S, Q, K, rows);  // inside this parallel loop: runs on this thread
+        matmul(S, Q, K, rows);  // in a parallel loop or on one thread: runs on this thread
         for (int64_t r = 0; r < rows; ++r) {
             float* row = S + r * n_keys;
             softmax(row, pos0 + t0 + r / nq + 1, scale);  // causal: keys 0 .. pos0 + t
@@ -81,7 +81,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
             gemv_acc(O + r * hd, S + r * n_keys + shared, V + shared * hd, r / nq + 1, hd);
         for (int64_t t = t0; t < t1; ++t) std::copy_n(O + (t - t0) * nq * hd, nq * hd, out + (t * n_heads + h0) * hd);
     };
-    if (n_heads * T * (pos0 + T) * hd < kParallelAttention || omp_in_parallel()) {  // no team of one (parallel_for)
+    if (n_heads * T * (pos0 + T) * hd < kParallelAttention || threads == 1 || omp_in_parallel()) {  // (parallel_for)
         for (int64_t it = 0; it < items; ++it) item(it, 0);
         return;
     }

@@ -223,6 +223,8 @@ class Shares {
 };
 
 // The first `bytes` of panel p of the jobs' panels end to end (on into its matrix, not past it) on their way into L2.
+// A quantized matrix holds the same bytes per row throughout, tiled or not (a q4_k tile is more than 16 rows of plain
+// blocks, so matrix_bytes of kPanel rows would be the tiled size); float ones are whole packed panels.
 void prefetch_panel(const MatmulJob* jobs, int n_jobs, int64_t K, int64_t p, int64_t bytes) {
     for (int i = 0; i < n_jobs; ++i) {
         const PackedMatrix& W = *jobs[i].W;
@@ -230,7 +232,9 @@ void prefetch_panel(const MatmulJob* jobs, int n_jobs, int64_t K, int64_t p, int
             p -= n_panels(W.N);
             continue;
         }
-        const int64_t at = p * int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K));
+        const int64_t at = W.quant != QuantType::none
+                               ? p * kPanel * int64_t(matrix_bytes(W.dtype, W.quant, W.N, K)) / W.N
+                               : p * int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K));
         const int64_t end = std::min(at + bytes, int64_t(matrix_bytes(W.dtype, W.quant, W.N, K)));
         for (int64_t o = at; o < end; o += 64) __builtin_prefetch(static_cast<const char*>(W.data) + o, 0, 2);
         return;

@@ -19,13 +19,13 @@ namespace plainllama {
 // team costs microseconds on an idle machine and far more on a busy one.
 constexpr int64_t kParallelWork = 1 << 17;
 
-// f(i) for i in [0, n): over the threads (static schedule) when `parallel` and not already inside a parallel region,
-// else in turn on this thread outside any OpenMP construct. A region with a false `if` clause still makes a team of one
-// thread: 2-4 us each in decode (TinyLlama Q4_K_M, 2 threads, 128-160 positions, per layer: the two RMSNorms 7.1 and
-// 4.5 -> 3.4 and 2.6 us, RoPE with the cache stores 10.0 -> 7.5 us).
+// f(i) for i in [0, n): over the threads (static schedule) when `parallel`, with more than one thread and not already
+// inside a parallel region, else in turn on this thread outside any OpenMP construct. A region with a false `if` clause
+// still makes a team of one thread: 1.9-3.7 us each in decode (TinyLlama Q4_K_M, 2 threads, 128-160 positions, per
+// layer: the two RMSNorms 7.1 and 4.5 -> 3.4 and 2.6 us, RoPE with the cache stores 10.0 -> 7.5 us).
 template <class F>
 void parallel_for(int64_t n, bool parallel, const F& f) {
-    if (!parallel || omp_in_parallel()) {
+    if (!parallel || omp_get_max_threads() == 1 || omp_in_parallel()) {
         for (int64_t i = 0; i < n; ++i) f(i);
         return;
     }
