@@ -81,7 +81,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
             gemv_acc(O + r * hd, S + r * n_keys + shared, V + shared * hd, r / nq + 1, hd);
         for (int64_t t = t0; t < t1; ++t) std::copy_n(O + (t - t0) * nq * hd, nq * hd, out + (t * n_heads + h0) * hd);
     };
-    if (n_heads * T * (pos0 + T) * hd < kParallelAttention || threads == 1 || omp_in_parallel()) {  // (parallel_for)
+    if (!use_threads(n_heads * T * (pos0 + T) * hd >= kParallelAttention)) {
         for (int64_t it = 0; it < items; ++it) item(it, 0);
         return;
     }

@@ -71,12 +71,12 @@ void tile_rows(const MicroTile<E>* tiles, float* out, int64_t N, const float* x,
 // tile(t0, t1, n0, nr) for every (token chunk, block of kNR outputs) of out [T, N], over the threads.
 // Tokens are split too when there are few output blocks, so every thread has work. Below kParallelWork, with one
 // thread, or inside a parallel region (attention's products, perplexity's contexts), the tiles run in turn on this
-// thread, outside any OpenMP construct: a team of one thread, with its dynamic schedule, was most of decode's attention
-// (TinyLlama shape, 32 keys, caches warm: 13.8-19.8 -> 8.1-12.6 us per layer; in decode itself 33-35 -> 22-27 us).
+// thread (use_threads): a team of one thread, with its dynamic schedule, was most of decode's attention (TinyLlama
+// shape, 32 keys, caches warm: 13.8-19.8 -> 8.1-12.6 us per layer; in decode itself 33-35 -> 22-27 us).
 template <class Tile>
 void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
     const int64_t n_blocks = (N + kNR - 1) / kNR;
-    if (T_ * N * K < kParallelWork || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    if (!use_threads(T_ * N * K >= kParallelWork)) {
         for (int64_t nb = 0; nb < n_blocks; ++nb) tile(0, T_, nb * kNR, std::min(kNR, N - nb * kNR));
         return;
     }
@@ -232,10 +232,10 @@ void prefetch_panel(const MatmulJob* jobs, int n_jobs, int64_t K, int64_t p, int
             p -= n_panels(W.N);
             continue;
         }
-        const int64_t at = W.quant != QuantType::none
-                               ? p * kPanel * int64_t(matrix_bytes(W.dtype, W.quant, W.N, K)) / W.N
-                               : p * int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K));
-        const int64_t end = std::min(at + bytes, int64_t(matrix_bytes(W.dtype, W.quant, W.N, K)));
+        const int64_t total = int64_t(matrix_bytes(W.dtype, W.quant, W.N, K));
+        const int64_t at = W.quant != QuantType::none ? p * kPanel * total / W.N
+                                                      : p * int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K));
+        const int64_t end = std::min(at + bytes, total);
         for (int64_t o = at; o < end; o += 64) __builtin_prefetch(static_cast<const char*>(W.data) + o, 0, 2);
         return;
     }
@@ -253,7 +253,7 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
         panels += n_panels(W.N);
         panel_bytes = std::max<int64_t>(panel_bytes, int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K)));
     }
-    const int nt = panels * kPanel * K * T_ >= kParallelWork && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    const int nt = use_threads(panels * kPanel * K * T_ >= kParallelWork) ? omp_get_max_threads() : 1;
     Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes));
     // Decode: every thread quantizes x itself (the same bytes) rather than one before the region while the others
     // wait: the same time before the first weights are read, with no barrier. 2 threads, a q4_k [2048, 2048] or
@@ -277,7 +277,7 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
             }
         }
     };
-    if (nt == 1) return run(0);  // no team of one thread (parallel_for)
+    if (nt == 1) return run(0);  // no team of one thread (use_threads)
 #pragma omp parallel num_threads(nt)
     run(omp_get_thread_num());
 }

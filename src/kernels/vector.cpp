@@ -20,12 +20,11 @@ void narrow(void* out, const float* src, DType t, int64_t n) {
     for (int64_t i = 0; i < n; ++i) o[i] = t == DType::F16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
 }
 
-// f(begin, end) over [0, n) in pieces of `piece`, over the threads when n >= threshold.
+// f(begin, end) over [0, n): in pieces of `piece` over the threads when n >= threshold (use_threads), else at once.
 template <class F>
 void split(int64_t n, int64_t piece, int64_t threshold, const F& f) {
-    if (n < threshold) return f(int64_t(0), n);
-#pragma omp parallel for schedule(static)
-    for (int64_t b = 0; b < n; b += piece) f(b, std::min(n, b + piece));
+    if (!use_threads(n >= threshold)) return f(int64_t(0), n);
+    parallel_for((n + piece - 1) / piece, true, [&](int64_t i) { f(i * piece, std::min(n, (i + 1) * piece)); });
 }
 
 }  // namespace

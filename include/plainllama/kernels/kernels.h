@@ -19,13 +19,17 @@ namespace plainllama {
 // team costs microseconds on an idle machine and far more on a busy one.
 constexpr int64_t kParallelWork = 1 << 17;
 
-// f(i) for i in [0, n): over the threads (static schedule) when `parallel`, with more than one thread and not already
-// inside a parallel region, else in turn on this thread outside any OpenMP construct. A region with a false `if` clause
-// still makes a team of one thread: 1.9-3.7 us each in decode (TinyLlama Q4_K_M, 2 threads, 128-160 positions, per
-// layer: the two RMSNorms 7.1 and 4.5 -> 3.4 and 2.6 us, RoPE with the cache stores 10.0 -> 7.5 us).
+// Whether a kernel with `enough_work` for the threads opens a parallel region: only with more than one thread and not
+// already inside a region. Otherwise its work runs in turn on the calling thread, outside any OpenMP construct: a
+// region with a false `if` clause, or nested in another, still makes a team of one thread, 1.9-3.7 us each in decode
+// (TinyLlama Q4_K_M, 2 threads, 128-160 positions, per layer: the two RMSNorms 7.1 and 4.5 -> 3.4 and 2.6 us, RoPE
+// with the cache stores 10.0 -> 7.5 us), and with a dynamic schedule most of decode's attention once (for_each_tile).
+inline bool use_threads(bool enough_work) { return enough_work && omp_get_max_threads() > 1 && !omp_in_parallel(); }
+
+// f(i) for i in [0, n): over the threads (static schedule) when use_threads(parallel), else in turn on this thread.
 template <class F>
 void parallel_for(int64_t n, bool parallel, const F& f) {
-    if (!parallel || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    if (!use_threads(parallel)) {
         for (int64_t i = 0; i < n; ++i) f(i);
         return;
     }
