@@ -202,12 +202,15 @@ void widen_bf16_pairs(float* out, const BF16* P, int64_t kc) {
         }
 }
 
-// Four independent accumulators, so the adds' latency does not limit the loads; the prefetches the kernels use.
-float sum_stream(const float* p, int64_t n) {
+// Four independent accumulators, so the adds' latency does not limit the loads; with or without the prefetches the
+// kernels use.
+float sum_stream(const float* p, int64_t n, bool prefetch) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t i = 0; i < n; i += 32) {
-        prefetch_ahead(p + i);
-        prefetch_ahead(p + i + 16);
+        if (prefetch) {
+            prefetch_ahead(p + i);
+            prefetch_ahead(p + i + 16);
+        }
         a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
         a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
         a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));

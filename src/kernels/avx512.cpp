@@ -234,8 +234,9 @@ void widen(float* out, const T* src, int64_t n) {
 // 64-byte load of a tile comes with a prefetch of the same place `ahead` bytes on (a later tile; load_line_ahead),
 // and the header (the first `bytes`) of the tile `ahead` bytes on is prefetched whole. q6_k decode: 11.5-12 -> 21-22
 // tok/s (TinyLlama, 2 threads).
+template <bool kL2 = true>
 __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
-    return load_line_ahead<__m512i>(p, ahead);
+    return load_line_ahead<__m512i, kL2>(p, ahead);
 }
 
 // q4_k, 16 interleaved rows per tile (quant.h): each 64-byte load holds 4 weights of each of the 16 rows, so the
@@ -304,7 +305,13 @@ void matvec_q8_0_x16_vnni(float* out, const uint8_t* W, int64_t K,
 // for each token the same integer sums and float steps as for it alone (so the same bits). Without VNNI
 // (Dot4::kPairs16), a sub-block's vpmaddubsw pairs (2 x 15 x 127 at most) add up in int16 over its 8 chunks without
 // saturating (30480), and vpmaddwd by the row's scale in both halves of its lane gives sc (q . x) in int32.
-template <class Dot4, int M>
+//
+// kNear (AMD, near_prefetch()): the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4
+// tiles and the L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in
+// turn, 8 rounds alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles
+// with it 53.6. There the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9
+// against 48.7, 41.6 against 47.3), and AVX2's q4_k no faster (41.3 against 41.7).
+template <class Dot4, int M, bool kNear>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
@@ -315,7 +322,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
-            constexpr size_t ahead = 4 * kQ4x16Tile;
+            constexpr size_t ahead = (kNear ? 2 : 4) * kQ4x16Tile;
             prefetch(T, ahead, 320);
             __m512i isum[M], imin[M];
             for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm512_setzero_si512();
@@ -323,7 +330,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 __m512i lo[M], hi[M];
                 for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm512_setzero_si512();
                 for (int c = 0; c < 8; ++c) {
-                    const __m512i v = load_ahead(T + 320 + 64 * (8 * gr + c), ahead);
+                    const __m512i v = load_ahead<!kNear>(T + 320 + 64 * (8 * gr + c), ahead);
                     // with VNNI the high nibbles stay in place (16 h: vpdpbusd has no int16 stage to saturate),
                     // their sums shifted back once per sub-block and token below, not once per load (port 0, as
                     // vpdpbusd)
@@ -382,13 +389,24 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
     }
 }
 
+template <class Dot4, bool kNear>
+__attribute__((always_inline)) inline void matvec_q4_k_x16_tokens(float* out, int64_t ldo, const uint8_t* W, int64_t K,
+                                                                  const BlockQ8x256* x, int64_t ldx, int n, int64_t g0,
+                                                                  int64_t g1) {
+    for (; n >= 4; n -= 4, out += 4 * ldo, x += 4 * ldx)
+        matvec_q4_k_x16_body<Dot4, 4, kNear>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 3) matvec_q4_k_x16_body<Dot4, 3, kNear>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 2) matvec_q4_k_x16_body<Dot4, 2, kNear>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 1) matvec_q4_k_x16_body<Dot4, 1, kNear>(out, ldo, W, K, x, ldx, g0, g1);
+}
+
 template <class Dot4>
 void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    for (; n >= 4; n -= 4, out += 4 * ldo, x += 4 * ldx) matvec_q4_k_x16_body<Dot4, 4>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 3) matvec_q4_k_x16_body<Dot4, 3>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 2) matvec_q4_k_x16_body<Dot4, 2>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 1) matvec_q4_k_x16_body<Dot4, 1>(out, ldo, W, K, x, ldx, g0, g1);
+    if (near_prefetch())
+        matvec_q4_k_x16_tokens<Dot4, true>(out, ldo, W, K, x, ldx, n, g0, g1);
+    else
+        matvec_q4_k_x16_tokens<Dot4, false>(out, ldo, W, K, x, ldx, n, g0, g1);
 }
 
 // q6_k tiles: per half of 128 weights and chunk c (weights l = 4c .. 4c+3 of each quarter), the four quarters' 6-bit
@@ -454,11 +472,13 @@ void matvec_q6_k_x16_vnni(float* out, const uint8_t* W, int64_t K,
 
 #pragma GCC pop_options
 
-// Four independent accumulators, so the adds' latency does not limit the loads; the prefetches the kernels use.
-float sum_stream(const float* p, int64_t n) {
+// Four independent accumulators, so the adds' latency does not limit the loads; with or without the prefetches the
+// kernels use.
+float sum_stream(const float* p, int64_t n, bool prefetch) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t i = 0; i < n; i += 64) {
-        for (int l = 0; l < 4; ++l) prefetch_ahead(p + i + 16 * l);
+        if (prefetch)
+            for (int l = 0; l < 4; ++l) prefetch_ahead(p + i + 16 * l);
         a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
         a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
         a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));

@@ -70,6 +70,14 @@ const Kernels& active() {
     return *k;
 }
 
+bool near_prefetch() {
+    static const bool amd = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_is("amd") != 0;
+    }();
+    return amd;
+}
+
 }  // namespace isa
 
 std::vector<std::string> kernel_variants() {

@@ -121,8 +121,9 @@ struct Kernels {
                             int n, int64_t g0, int64_t g1) = {};
     void (*matvec_q6_k_x16)(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) = {};
 
-    // sum(p[0 .. n)) with independent accumulators, for the bandwidth test: p 64-byte aligned, n a multiple of 64.
-    float (*sum_stream)(const float* p, int64_t n) = {};
+    // sum(p[0 .. n)) with independent accumulators, for the bandwidth test: p 64-byte aligned, n a multiple of 64;
+    // with the decode kernels' prefetches or plain loads alone.
+    float (*sum_stream)(const float* p, int64_t n, bool prefetch) = {};
 };
 
 // A table of register tiles {nullptr, f<1, ...>, ..., f<kMRMax, ...>} from a micro-kernel template f<MR, ...>.
@@ -145,5 +146,9 @@ float* thread_buffer(size_t n);
 
 // The table in use (chosen at the first call: PLAINLLAMA_KERNELS, else the best this CPU supports).
 const Kernels& active();
+
+// Whether this CPU is AMD's, whose cores stream q4_k tiles faster with a near L1 prefetch alone than with Intel's
+// farther L1 and L2 prefetches (avx512.cpp's q4_k decode kernel asks).
+bool near_prefetch();
 
 }  // namespace plainllama::isa
