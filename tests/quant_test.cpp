@@ -402,10 +402,10 @@ std::vector<float> product(const PackedMatrix& m, const std::vector<float>& x, i
 
 // Decode (T = 1, integer dot products on 8-bit activations): every variant computes the scalar table's bits (exact
 // integer sums, the same float steps in the same order), and a batch of fewer than 128 tokens gives the same bits
-// row by row (a run of panels for all the tokens in turn; the AVX q4_k kernels take several tokens per tile, with
-// each token's sums and steps as alone). A batch of 128 or more (the dequantized weights in the f32 GEMM) equals the
-// double-precision product of the dequantized weights and x to f32 rounding, in every variant, but for q4_k tiles,
-// which stay with the integer products at any length (so the scalar table's bits, token by token).
+// row by row (a run of panels for all the tokens in turn; the AVX-512 kernels, and AVX2's q4_k, take several tokens
+// per tile, with each token's sums and steps as alone). Tiled matrices (N a multiple of 16) stay with the integer
+// products at any length (so the scalar table's bits, token by token); others, in a batch of 128 or more, go through
+// the f32 GEMM on the dequantized weights: the double-precision product of those and x to f32 rounding.
 TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
     std::mt19937 rng(3);
     for (QuantType t : kQuantTypes)
@@ -435,7 +435,7 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
                               std::vector<float>(want.begin(), want.begin() + few * N))
                         << v << " " << quant_name(t) << " K " << K << " tokens " << few;
                 const auto got = product(q.m, x, T);
-                if (t == QuantType::q4_k && tiled(t, N)) {  // the several-token kernel at any length
+                if (tiled(t, N)) {  // the several-token kernels at any length
                     for (int64_t r = 0; r < alone; r += 3)
                         EXPECT_EQ(std::vector<float>(got.begin() + r * N, got.begin() + (r + 1) * N),
                                   std::vector<float>(want.begin() + r * N, want.begin() + (r + 1) * N))
@@ -457,22 +457,23 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
         }
 }
 
-// A q4_k tile matrix run with a q6_k one for 128 tokens (Q4_K_M's q/k with v, gate/up with down) goes with it
-// through the dequantizing GEMM, in every variant: the double-precision product of the dequantized weights and x to
-// f32 rounding. The same matrix alone stays integer (above).
+// A tiled matrix run for 128 tokens with one whose rows are not tiled (N not a multiple of 16) goes with it through
+// the dequantizing GEMM, in every variant: the double-precision product of the dequantized weights and x to f32
+// rounding. The same matrix alone stays integer (above).
 TEST(QuantDot, MixedProductsOf128TokensRunTheGemm) {
     std::mt19937 rng(5);
     const int64_t N = 48, K = 512, T = 128;
-    QuantMatrix a(QuantType::q4_k, N, K, rng), b(QuantType::q6_k, N, K, rng);
+    QuantMatrix a(QuantType::q4_k, N, K, rng), b(QuantType::q6_k, N - 3, K, rng);
     const auto x = random_row(T * K, rng);
     for (const std::string& v : kernel_variants()) {
         test::UseKernels scope(v);
-        std::vector<float> out_a(size_t(T * N)), out_b(size_t(T * N));
+        std::vector<float> out_a(size_t(T * N)), out_b(size_t(T * (N - 3)));
         const MatmulJob jobs[2] = {{out_a.data(), &a.m}, {out_b.data(), &b.m}};
         matmul_many(jobs, 2, x.data(), T, false);
         for (const QuantMatrix* q : {&a, &b}) {
             const std::vector<float>& got = q == &a ? out_a : out_b;
-            for (int64_t n = 0; n < N; n += 5) {
+            const int64_t rows = q->m.N;
+            for (int64_t n = 0; n < rows; n += 5) {
                 const auto w = gguf_decode(q->m.quant, q->row(n), K);
                 for (int64_t r = 0; r < T; r += 9) {
                     double exact = 0, mag = 0;
@@ -480,7 +481,7 @@ TEST(QuantDot, MixedProductsOf128TokensRunTheGemm) {
                         exact += w[size_t(k)] * double(x[size_t(r * K + k)]);
                         mag += std::fabs(w[size_t(k)] * double(x[size_t(r * K + k)]));
                     }
-                    ASSERT_NEAR(got[size_t(r * N + n)], exact, 1e-6 * mag) << v << " " << quant_name(q->m.quant);
+                    ASSERT_NEAR(got[size_t(r * rows + n)], exact, 1e-6 * mag) << v << " " << quant_name(q->m.quant);
                 }
             }
         }
@@ -520,19 +521,24 @@ TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
     }
 }
 
-// A quantized model: decoding token by token agrees with a batched prompt. Below 128 tokens a batch runs token by
-// token through the same integer products (bit for bit); from 128 the dequantized weights go through the f32 GEMM
-// (but products whose matrices are all q4_k tiles stay integer).
-// Not bit for bit then: decode rounds each matrix's input to 8 bits per block (relative error up to 1/254 of the
-// block's largest value), the GEMM keeps it f32, so the logits differ by what that rounding moves through 4 layers:
-// measured at most 1.7% of the logits' range on this model; the test allows 3%, and the same most likely token at
-// 95% of the positions (the repeated phrase leaves near ties: q8_0 0, q6_k 3 and q4_k_m 0 of 133 positions differ,
-// measured). Decoding twice gives the same bits (nothing depends on the thread split).
+// A quantized model: decoding token by token agrees with a batched prompt. Matrices tiled in groups of 16 rows (all
+// of tinystories3M's) take the same integer products in a batch of any length, token by token: bit for bit. Other
+// quantized matrices (stories260K's gate_proj and up_proj, 172 rows of q8_0) go, in a batch of 128 or more, through
+// the f32 GEMM on the dequantized weights, with the activations unrounded. Not bit for bit then: decode rounds each
+// matrix's input to 8 bits per block (relative error up to 1/254 of the block's largest value), so the logits differ
+// by what that rounding moves through 5 layers: measured at most 1.0% of the logits' range and the same most likely
+// token at 131 of 133 positions; the test allows 3% and 95%. Decoding twice gives the same bits (nothing depends on
+// the thread split).
 TEST(QuantModel, DecodeAgreesWithPrefill) {
     std::vector<int32_t> text = {1};  // 133 tokens: a phrase again and again
     for (int i = 0; i < 12; ++i) text.insert(text.end(), {403, 407, 261, 378, 36, 267, 432, 296, 350, 261, 308});
-    for (QuantScheme s : {QuantScheme::q8_0, QuantScheme::q6_k, QuantScheme::q4_k_m}) {
-        Model model(test::model_dir("tinystories3M"), {}, s);
+    const std::pair<std::string, QuantScheme> cases[] = {{"tinystories3M", QuantScheme::q8_0},
+                                                         {"tinystories3M", QuantScheme::q6_k},
+                                                         {"tinystories3M", QuantScheme::q4_k_m},
+                                                         {"stories260K", QuantScheme::q8_0}};
+    for (const auto& [name, s] : cases) {
+        Model model(test::model_dir(name), {}, s);
+        const bool all_tiled = name == "tinystories3M";
         const size_t V = size_t(model.config().vocab_size);
         for (size_t n : {size_t(40), text.size()}) {
             const std::vector<int32_t> ids(text.begin(), text.begin() + long(n));
@@ -546,22 +552,25 @@ TEST(QuantModel, DecodeAgreesWithPrefill) {
                 l = again.eval(&id, 1);
                 decode2.insert(decode2.end(), l, l + V);
             }
-            EXPECT_EQ(decode, decode2) << scheme_name(s);
-            if (n < 128) {
-                EXPECT_EQ(prefill, decode) << scheme_name(s);
+            EXPECT_EQ(decode, decode2) << name << " " << scheme_name(s);
+            if (n < 128 || all_tiled) {
+                EXPECT_EQ(prefill, decode) << name << " " << scheme_name(s) << " " << n << " tokens";
                 continue;
             }
+            EXPECT_NE(prefill, decode) << name << ": the GEMM's f32 activations";
             size_t same_top = 0;
+            double worst_share = 0;
             for (size_t t = 0; t < ids.size(); ++t) {
                 const float* a = &prefill[t * V];
                 const float* b = &decode[t * V];
                 const auto [lo, hi] = std::minmax_element(a, a + V);
                 double worst = 0;
                 for (size_t v = 0; v < V; ++v) worst = std::max(worst, double(std::fabs(a[v] - b[v])));
-                EXPECT_LE(worst, 0.03 * (*hi - *lo)) << scheme_name(s) << " position " << t;
+                worst_share = std::max(worst_share, worst / (*hi - *lo));
                 same_top += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
             }
-            EXPECT_GE(double(same_top), 0.95 * double(ids.size())) << scheme_name(s);
+            EXPECT_LE(worst_share, 0.03) << name << " " << scheme_name(s);
+            EXPECT_GE(double(same_top), 0.95 * double(ids.size())) << name << " " << scheme_name(s);
         }
     }
 }
@@ -587,11 +596,12 @@ TEST(QuantModel, Q4KMGivesMoreBitsWhereLlamaCppDoes) {
 // Accuracy on the trained tinystories3M, against llama.cpp's figures for the same weights and method (ctx 256, the
 // first 40 chunks of tinystories_val.txt; issue 16): each format's PPL at most 0.2% above llama.cpp's same format (and
 // not implausibly below the F32 model's), its mean KL divergence from the F32 model at most 1.1x llama.cpp's (and at
-// least a tenth of it: a matrix left unquantized would give 0; Q8_0's is a quarter of llama.cpp's), and the F32
-// reference's own PPL as llama.cpp's. Below llama.cpp's PPL is not held against a format: on 40 chunks the PPL moves by
-// tenths of a percent with which side of a rounding a few weights fall on (the q4_k and q6_k searches with 13
-// candidates instead of 21 and 19, the same weight error to 0.05%: Q4_K_M 4.4863 -> 4.4819, 0.23% below llama.cpp's),
-// where the mean KL divergence, which the format is judged by, moved 0.004770 -> 0.004702. Under the sanitizers (a
+// least a tenth of it: a matrix left unquantized would give 0; measured 0.96x, 0.93x and 0.77x, with 8-bit
+// activations as llama.cpp's), and the F32 reference's own PPL as llama.cpp's. Below llama.cpp's PPL is not held
+// against a format: on 40 chunks the PPL moves by tenths of a percent with which side of a rounding a few weights fall
+// on (the q4_k and q6_k searches with 13 candidates instead of 21 and 19, the same weight error to 0.05%: Q4_K_M
+// 4.4863 -> 4.4819, 0.23% below llama.cpp's), where the mean KL divergence, which the format is judged by, moved
+// 0.004770 -> 0.004702. Under the sanitizers (a
 // binary several times slower) the same runs on 4 chunks, checking only that the figures are sane: the code is the
 // same, the figures are the normal build's to check.
 TEST(QuantModel, PerplexityAndKlDivergenceAsLlamaCpp) {

@@ -255,7 +255,8 @@ inline __m256i load_u8x8(const uint8_t* p) {  // 8 bytes as u32 lanes
 
 // q8_0 tiles hold q + 128: q recovered (^ 0x80), then |x| . (q with x's sign) (vpsignb), which cannot saturate
 // (2 x 127 x 127) and is exact for q >= -127, every q a quantizer writes (llama.cpp's AVX2 kernel does the same).
-void matvec_q8_0_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t g0, int64_t g1) {
+__attribute__((always_inline)) inline void matvec_q8_0_x16_one(float* out, const uint8_t* W, int64_t K,
+                                                                const BlockQ8x32* x, int64_t g0, int64_t g1) {
     const int64_t nb = K / 32;
     for (int64_t g = g0; g < g1; ++g) {
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -352,51 +353,75 @@ void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 
 // q6_k tiles, as avx512.cpp's kernel: per half of 128 weights and chunk c, the four quarters' 6-bit values (0 .. 63:
 // vpmaddubsw never saturates, 2 x 63 x 127) summed against x per sub-block, then per sub-block
-// (sum - 32 sum(x)) times its scale.
-void matvec_q6_k_x16_v(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t g0, int64_t g1) {
+// (sum - 32 sum(x)) times its scale. M tokens at once (M <= 2: each holds 4 sub-block sums, the chunks c < 4 and
+// c >= 4 in turn), 8 rows at a time; the integer sums are exact in any order, so the same bits as each token alone.
+template <int M>
+__attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
+                                                                const BlockQ8x256* x, int64_t ldx, int64_t g0,
+                                                                int64_t g1) {
     const int64_t nb = K / 256;
     const __m256i low4 = _mm256_set1_epi8(0x0F), bits45 = _mm256_set1_epi8(0x30);
     for (int64_t g = g0; g < g1; ++g)
         for (int r8 = 0; r8 < 2; ++r8) {  // rows 8 r8 .. 8 r8 + 7
-            __m256 acc = _mm256_setzero_ps();
+            __m256 acc[M];
+            for (int m = 0; m < M; ++m) acc[m] = _mm256_setzero_ps();
             for (int64_t b = 0; b < nb; ++b) {
                 const uint8_t* T = W + size_t(g * nb + b) * kQ6x16Tile;
                 constexpr size_t ahead = 2 * kQ6x16Tile;
                 prefetch(T, ahead, 288);
-                const int8_t* xq = x[b].qs;
-                __m256i isum = _mm256_setzero_si256();
-                for (int h = 0; h < 2; ++h) {
-                    __m256i s[8];  // sub-block 8h + i
-                    for (int i = 0; i < 8; ++i) s[i] = _mm256_setzero_si256();
-                    for (int c = 0; c < 8; ++c) {
-                        const __m256i A = load_ahead(T + 288 + 64 * (16 * h + c) + 32 * r8, ahead);
-                        const __m256i B = load_ahead(T + 288 + 64 * (16 * h + 8 + c) + 32 * r8, ahead);
-                        const __m256i H = load_ahead(T + 2336 + 64 * (8 * h + c) + 32 * r8, ahead);
-                        const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, low4),
-                                                              _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45)),
-                                              _mm256_or_si256(_mm256_and_si256(B, low4),
-                                                              _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45)),
-                                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
-                                                              _mm256_and_si256(H, bits45)),
-                                              _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), low4),
-                                                              _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45))};
-                        for (int k = 0; k < 4; ++k)
-                            s[2 * k + (c >= 4)] =
-                                dot4(s[2 * k + (c >= 4)], q[k], bytes4(xq + 128 * h + 32 * k + 4 * c));
+                __m256i isum[M];
+                for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
+                for (int h = 0; h < 2; ++h)
+                    for (int half = 0; half < 2; ++half) {
+                        __m256i s[M][4];  // token m, sub-block 8h + 2k + half
+                        for (int m = 0; m < M; ++m)
+                            for (int k = 0; k < 4; ++k) s[m][k] = _mm256_setzero_si256();
+                        for (int c = 4 * half; c < 4 * half + 4; ++c) {
+                            const __m256i A = load_ahead(T + 288 + 64 * (16 * h + c) + 32 * r8, ahead);
+                            const __m256i B = load_ahead(T + 288 + 64 * (16 * h + 8 + c) + 32 * r8, ahead);
+                            const __m256i H = load_ahead(T + 2336 + 64 * (8 * h + c) + 32 * r8, ahead);
+                            const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, low4),
+                                                                  _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45)),
+                                                  _mm256_or_si256(_mm256_and_si256(B, low4),
+                                                                  _mm256_and_si256(_mm256_slli_epi16(H, 2), bits45)),
+                                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(A, 4), low4),
+                                                                  _mm256_and_si256(H, bits45)),
+                                                  _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(B, 4), low4),
+                                                                  _mm256_and_si256(_mm256_srli_epi16(H, 2), bits45))};
+                            for (int k = 0; k < 4; ++k)
+                                for (int m = 0; m < M; ++m)
+                                    s[m][k] = dot4(s[m][k], q[k], bytes4(x[m * ldx + b].qs + 128 * h + 32 * k + 4 * c));
+                        }
+                        for (int k = 0; k < 4; ++k) {
+                            const int j = 8 * h + 2 * k + half;
+                            const __m256i sc = _mm256_cvtepi8_epi32(
+                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(T + 32 + 16 * j + 8 * r8)));
+                            for (int m = 0; m < M; ++m) {
+                                const __m256i centred =
+                                    _mm256_sub_epi32(s[m][k], _mm256_set1_epi32(32 * x[m * ldx + b].bsums[j]));
+                                isum[m] = _mm256_add_epi32(isum[m], _mm256_mullo_epi32(centred, sc));
+                            }
+                        }
                     }
-                    for (int i = 0; i < 8; ++i) {
-                        const int j = 8 * h + i;
-                        const __m256i sc = _mm256_cvtepi8_epi32(
-                            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(T + 32 + 16 * j + 8 * r8)));
-                        const __m256i centred = _mm256_sub_epi32(s[i], _mm256_set1_epi32(32 * x[b].bsums[j]));
-                        isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(centred, sc));
-                    }
+                const __m256 dw = load_half8(T + 16 * r8);
+                for (int m = 0; m < M; ++m) {
+                    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x[m * ldx + b].d));
+                    acc[m] = _mm256_add_ps(acc[m], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[m])));
                 }
-                const __m256 d = _mm256_mul_ps(load_half8(T + 16 * r8), _mm256_set1_ps(x[b].d));
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
             }
-            _mm256_storeu_ps(out + 16 * g + 8 * r8, acc);
+            for (int m = 0; m < M; ++m) _mm256_storeu_ps(out + m * ldo + 16 * g + 8 * r8, acc[m]);
         }
+}
+
+// q8_0: the tokens in turn (its accumulators fill the 16 registers already); q6_k: in pairs.
+void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx, int n,
+                       int64_t g0, int64_t g1) {
+    for (int m = 0; m < n; ++m) matvec_q8_0_x16_one(out + m * ldo, W, K, x + m * ldx, g0, g1);
+}
+void matvec_q6_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
+                       int64_t g0, int64_t g1) {
+    for (; n >= 2; n -= 2, out += 2 * ldo, x += 2 * ldx) matvec_q6_k_x16_body<2>(out, ldo, W, K, x, ldx, g0, g1);
+    if (n == 1) matvec_q6_k_x16_body<1>(out, ldo, W, K, x, ldx, g0, g1);
 }
 
 #pragma GCC pop_options

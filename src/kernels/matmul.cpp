@@ -31,8 +31,10 @@ static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
 // decode, a cache-sized run of panels for all the tokens before the next, so the weights are read from memory once).
 // TinyLlama Q4_K_M, 2 threads, tok/s, token by token against the GEMM in one sitting: pp64 72 / 52, pp96 76 / 62,
 // pp128 64 / 69, pp256 83 / 90. With the AVX tables' q4_k kernel (several tokens per unpacked tile) the integer
-// products win at every length (AVX-512: pp128 92-96 / 70-76, pp512 105-111 / 93-99): products of q4_k tiles alone
-// use them always, in every variant (matmul_many).
+// products win at every length (AVX-512: pp128 92-96 / 70-76, pp512 105-111 / 93-99), and so do the AVX-512 q8_0 and
+// q6_k kernels for several tokens (Zen 5, TinyLlama pp128: Q8_0 325-336 / 127-130, Q6_K 227-274 / 136-140; AVX2's
+// q8_0 tokens in turn 88-92 / 70-71, q6_k pairs 74-76 / 74-75): products of tiled matrices alone use them always, in
+// every variant (matmul_many); this threshold is for matrices whose rows are not tiled (N not a multiple of 16).
 constexpr int64_t kQuantGemmRows = 128;
 // Bytes of quantized weights run through for every token before the next (in L2 meanwhile).
 constexpr int64_t kRowsChunkBytes = 256 << 10;
@@ -120,20 +122,13 @@ QuantizedX token(const QuantizedX& q, int64_t r, int64_t K) {
     return {q.q32 ? q.q32 + r * (K / 32) : nullptr, q.q256 ? q.q256 + r * (K / 256) : nullptr};
 }
 
-// out[r] = W[r, :] x for rows r0 .. r1-1 of a quantized W, x quantized.
+// out[r] = W[r, :] x for rows r0 .. r1-1 of a quantized W whose rows are not tiled, x quantized.
 void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const QuantizedX& xq, int64_t r0, int64_t r1) {
     const auto* data = static_cast<const uint8_t*>(W.data);
     switch (W.quant) {
-        case QuantType::q8_0:
-            if (tiled(W.quant, W.N))  // r0, r1: multiples of 16 (panels of 32 rows, N of 16)
-                return ks.matvec_q8_0_x16(out, data, W.K, xq.q32, r0 / 16, r1 / 16);
-            return ks.matvec_q8_0(out, data, W.K, xq.q32, r0, r1);
-        case QuantType::q4_k:  // tiles go through matvec_tokens' several-token kernel
-            return ks.matvec_q4_k(out, data, W.K, xq.q256, r0, r1);
-        case QuantType::q6_k:
-            if (tiled(W.quant, W.N))
-                return ks.matvec_q6_k_x16(out, data, W.K, xq.q256, r0 / 16, r1 / 16);
-            return ks.matvec_q6_k(out, data, W.K, xq.q256, r0, r1);
+        case QuantType::q8_0: return ks.matvec_q8_0(out, data, W.K, xq.q32, r0, r1);
+        case QuantType::q4_k: return ks.matvec_q4_k(out, data, W.K, xq.q256, r0, r1);
+        case QuantType::q6_k: return ks.matvec_q6_k(out, data, W.K, xq.q256, r0, r1);
         case QuantType::none: return;
     }
 }
@@ -154,16 +149,26 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const 
     }
 }
 
-// A kernel for several tokens at once, each as alone (q4_k tiles).
-bool has_token_kernel(const PackedMatrix& W) { return W.quant == QuantType::q4_k && tiled(W.quant, W.N); }
+// A kernel for several tokens at once, each as alone (the tiles of 16 rows of every format).
+bool has_token_kernel(const PackedMatrix& W) { return tiled(W.quant, W.N); }
 
 // out[t] = W x[t] for tokens t < T on panels p0 .. p1-1 of W (j.out [T, N], x [T, K]), each token as alone.
 void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const QuantizedX& xq, int64_t T_,
                    int64_t p0, int64_t p1) {
     const PackedMatrix& W = *j.W;
-    if (has_token_kernel(W))  // each tile unpacked once for the tokens
-        return ks.matvec_q4_k_x16(j.out, W.N, static_cast<const uint8_t*>(W.data), W.K, xq.q256, W.K / 256, int(T_),
-                                  p0 * kNR / 16, std::min(W.N, p1 * kNR) / 16);
+    if (has_token_kernel(W)) {  // each tile unpacked once for the tokens; rows 16 g0 .. 16 g1 - 1 (panels of 32)
+        const auto* data = static_cast<const uint8_t*>(W.data);
+        const int64_t g0 = p0 * kNR / 16, g1 = std::min(W.N, p1 * kNR) / 16;
+        switch (W.quant) {
+            case QuantType::q8_0:
+                return ks.matvec_q8_0_x16(j.out, W.N, data, W.K, xq.q32, W.K / 32, int(T_), g0, g1);
+            case QuantType::q4_k:
+                return ks.matvec_q4_k_x16(j.out, W.N, data, W.K, xq.q256, W.K / 256, int(T_), g0, g1);
+            case QuantType::q6_k:
+                return ks.matvec_q6_k_x16(j.out, W.N, data, W.K, xq.q256, W.K / 256, int(T_), g0, g1);
+            case QuantType::none: return;
+        }
+    }
     for (int64_t t = 0; t < T_; ++t)
         matvec_panels(ks, MatmulJob{j.out + t * W.N, &W}, x + t * W.K, token(xq, t, W.K), p0, p1);
 }
@@ -430,8 +435,8 @@ void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, b
     if (T == 1) return matvec_many(ks, jobs, n_jobs, x, 1, jobs[0].W->K);
     // Quantized weights and a few tokens (a chat turn, the server's step): dequantizing every block for the GEMM
     // costs more than decode's integer products for each token.
-    // Products of q4_k tiles alone stay integer at any length (the several-token kernel): faster than the GEMM with
-    // the AVX tables; the scalar one takes the tokens in turn, slower, for the same bits.
+    // Products of tiled matrices alone stay integer at any length (the several-token kernels): faster than the GEMM
+    // with the AVX tables; the scalar one takes the tokens in turn, slower, for the same bits.
     bool quantized = false, all_rows = true;
     for (int i = 0; i < n_jobs; ++i) {
         const PackedMatrix& W = *jobs[i].W;

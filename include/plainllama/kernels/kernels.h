@@ -61,9 +61,10 @@ void use_kernels(const std::string& name);
 // pack_matrix zeroes the rows past N in the last panel, though no output depends on them (attention's key cache
 // is viewed as a PackedMatrix whatever lies past the keys in use); an odd K's BF16 pad must be zero.
 // A quantized matrix (quant != none) is not packed in panels: its N rows of blocks stay row-major, as GGUF stores
-// them, but in groups of 16 rows, interleaved (quant.h); decode, and products of fewer than 128 tokens (or of
-// interleaved q4_k matrices alone, at any length), run integer dot products on 8-bit activations, each token as alone;
-// longer prefill dequantizes 32 rows at a time into an f32 panel and keeps the activations f32.
+// them, but in groups of 16 rows, interleaved (quant.h) when N is a multiple of 16. Decode, and products of
+// interleaved matrices (at any length) or of fewer than 128 tokens, run integer dot products on 8-bit activations,
+// each token as alone; longer products with matrices not interleaved dequantize 32 rows at a time into an f32 panel
+// and keep the activations f32.
 constexpr int64_t kPanel = 32;
 struct PackedMatrix {
     const void* data = nullptr;  // matrix_bytes(...) bytes (PackedWeights' are 64-byte aligned)
@@ -120,8 +121,9 @@ void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool e
 
 // Several products of the same input x [T, K] (every W_i has that K): jobs[i].out [T, N_i] = x W_i^T, the
 // panels of all W_i split over the threads in one parallel region (one barrier instead of one per matrix). Each
-// output is matmul's of that job alone, but for interleaved q4_k matrices run for 128 tokens or more with matrices of
-// other types: they go through the dequantizing GEMM with them (matmul alone keeps them on the integer products).
+// output is matmul's of that job alone, but for interleaved quantized matrices run for 128 tokens or more with
+// matrices that are not: they go through the dequantizing GEMM with them (matmul alone keeps them on the integer
+// products).
 struct MatmulJob {
     float* out;
     const PackedMatrix* W;
