@@ -117,9 +117,10 @@ Run add_bench(CLI::App& app) {
         "Each run: reset, pp = one eval of -p random token ids, then tg = -n single-token evals (argmax fed\n"
         "back; only the evals are timed), after a warm-up. tg GB/s = (weight bytes + KV cache bytes read)\n"
         "per token / time per token, against the mean of the passes of a streaming-read test of this\n"
-        "machine: over a token's bytes (at most the test's buffer) after each token when they exceed the\n"
-        "last-level cache (so each token starts with the caches as the test left them), else one pass\n"
-        "before the runs and one after each.");
+        "machine (each pass reads twice, with plain and with prefetched loads; the faster counts): over a\n"
+        "token's bytes (at most the test's buffer) after each token when they exceed the last-level cache\n"
+        "(so each token starts with the caches as the test left them), else one pass before the runs and\n"
+        "one after each.");
     return [o] {
         const int64_t P = o->n_prompt, N = o->n_gen;
         Loaded l = load(o->m);
@@ -170,7 +171,8 @@ Run add_bench(CLI::App& app) {
         // On shared machines the read bandwidth moves from one second to the next, so generation is set against passes
         // of the test taken in turn with it. A model larger than the last-level cache (read from memory at every token)
         // has a pass over as many bytes as a token reads after each token, and one build's share then varies less
-        // (TinyLlama Q4_K_M: 84-92%, most runs 85-88%, where passes between runs gave 81-93% within minutes). A model
+        // (TinyLlama Q4_K_M, Intel, the prefetched read alone: 84-92%, most runs 85-88%, where passes between runs
+        // gave 81-93% within minutes). A model
         // within the cache has one pass before the runs and one after each, and each run follows a warm-up, so it finds
         // the caches as the model left them, not as the test did. The bandwidth is the mean of the passes (per run: of
         // the token passes, or of the two passes on either side).
@@ -182,8 +184,8 @@ Run add_bench(CLI::App& app) {
         {
             if (!quiet) {
                 if (per_token)
-                    std::fprintf(stderr, "read bandwidth test over %zu MiB: a pass of %.1f MiB (a token's bytes, at "
-                                 "most the buffer) after each generated token\n", bw_bytes >> 20,
+                    std::fprintf(stderr, "read bandwidth test over %zu MiB: a pass of twice %.1f MiB (a token's "
+                                 "bytes, at most the buffer) after each generated token\n", bw_bytes >> 20,
                                  double(pass_bytes) / double(1 << 20));
                 else
                     std::fprintf(stderr, "read bandwidth test over %zu MiB: one pass before the runs, one after each\n",

@@ -318,7 +318,7 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // (Dot4::kPairs16), a sub-block's vpmaddubsw pairs (2 x 15 x 127 at most) add up in int16 over its 8 chunks without
 // saturating (30480), and vpmaddwd by the row's scale in both halves of its lane gives sc (q . x) in int32.
 //
-// kNear (AMD, near_prefetch()): the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4
+// kNear (Zen 5, near_prefetch()): the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4
 // tiles and the L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in
 // turn, 8 rounds alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles
 // with it 53.6. There the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9
@@ -421,6 +421,21 @@ void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
         matvec_q4_k_x16_tokens<Dot4, false>(out, ldo, W, K, x, ldx, n, g0, g1);
 }
 
+// The four quarters' 6-bit values (0 .. 63) of chunk c of half h of a q6_k tile: ql chunks c and 8 + c, qh chunk c,
+// each load with its prefetch `ahead` bytes on.
+__attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* T, int h, int c, size_t ahead, __m512i q[4]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    const __m512i A = load_ahead(T + 288 + 64 * (16 * h + c), ahead);
+    const __m512i B = load_ahead(T + 288 + 64 * (16 * h + 8 + c), ahead);
+    const __m512i H = load_ahead(T + 2336 + 64 * (8 * h + c), ahead);
+    // (lo & 0x0F) | hi, hi the high 2 bits already in bits 4-5: one vpternlogd (0xEC: (a & c) | b)
+    auto join = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC); };
+    q[0] = join(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45));
+    q[1] = join(B, _mm512_and_si512(_mm512_slli_epi16(H, 2), bits45));
+    q[2] = join(_mm512_srli_epi16(A, 4), _mm512_and_si512(H, bits45));
+    q[3] = join(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), bits45));
+}
+
 // q6_k tiles: per half of 128 weights and chunk c (weights l = 4c .. 4c+3 of each quarter), the four quarters' 6-bit
 // values from ql chunks c and 8 + c and qh chunk c, each summed against x (values 0 .. 63: Dot4 never saturates,
 // 2 x 63 x 127), per sub-block (quarter k, l < 16 or not: sub-block 8h + 2k + (c >= 4)); then per sub-block
@@ -429,7 +444,6 @@ template <class Dot4>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const uint8_t* W, int64_t K,
                                                                const BlockQ8x256* x, int64_t g0, int64_t g1) {
     const int64_t nb = K / 256;
-    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
@@ -443,16 +457,8 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
                 for (int i = 0; i < 8; ++i) s[i] = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int c = 0; c < 8; ++c) {
-                    const __m512i A = load_ahead(T + 288 + 64 * (16 * h + c), ahead);
-                    const __m512i B = load_ahead(T + 288 + 64 * (16 * h + 8 + c), ahead);
-                    const __m512i H = load_ahead(T + 2336 + 64 * (8 * h + c), ahead);
-                    // (lo & 0x0F) | hi, hi the high 2 bits already in bits 4-5: one vpternlogd (0xEC: (a & c) | b)
-                    auto join = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC); };
-                    const __m512i q[4] = {
-                        join(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45)),
-                        join(B, _mm512_and_si512(_mm512_slli_epi16(H, 2), bits45)),
-                        join(_mm512_srli_epi16(A, 4), _mm512_and_si512(H, bits45)),
-                        join(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), bits45))};
+                    __m512i q[4];
+                    q6_k_chunk(T, h, c, ahead, q);
                     for (int k = 0; k < 4; ++k) {
                         int32_t xk;
                         __builtin_memcpy(&xk, xq + 128 * h + 32 * k + 4 * c, 4);
@@ -483,7 +489,6 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
     const int64_t nb = K / 256;
-    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
@@ -500,16 +505,8 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                         for (int k = 0; k < 4; ++k) s[m][k] = _mm512_setzero_si512();
 #pragma GCC unroll 4
                     for (int c = 4 * half; c < 4 * half + 4; ++c) {
-                        const __m512i A = load_ahead(T + 288 + 64 * (16 * h + c), ahead);
-                        const __m512i B = load_ahead(T + 288 + 64 * (16 * h + 8 + c), ahead);
-                        const __m512i H = load_ahead(T + 2336 + 64 * (8 * h + c), ahead);
-                        // (lo & 0x0F) | hi, hi the high 2 bits already in bits 4-5: one vpternlogd (0xEC: (a & c) | b)
-                        auto join = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC); };
-                        const __m512i q[4] = {
-                            join(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45)),
-                            join(B, _mm512_and_si512(_mm512_slli_epi16(H, 2), bits45)),
-                            join(_mm512_srli_epi16(A, 4), _mm512_and_si512(H, bits45)),
-                            join(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), bits45))};
+                        __m512i q[4];
+                        q6_k_chunk(T, h, c, ahead, q);
                         for (int m = 0; m < M; ++m)
                             for (int k = 0; k < 4; ++k) {
                                 int32_t xk;
@@ -610,7 +607,7 @@ constexpr Kernels with_bf16_dot(Kernels k) {
     k.round_bf16_pairs = round_bf16_pairs;
     k.matvec_q8_0_x16 = matvec_q8_0_x16_v<true>;
     k.matvec_q4_k_x16 = matvec_q4_k_x16_v<Dot4Vnni>;
-    k.matvec_q6_k_x16 = matvec_q6_k_x16_v<Dot4Vnni>;  // every CPU with AVX512_BF16 has AVX512_VNNI (checked at dispatch)
+    k.matvec_q6_k_x16 = matvec_q6_k_x16_v<Dot4Vnni>;  // every CPU with AVX512_BF16 has VNNI (checked at dispatch)
     return k;
 }
 

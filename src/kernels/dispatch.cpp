@@ -1,6 +1,8 @@
 // Which ISA table the kernels run: the best this CPU supports (cpuid, through __builtin_cpu_supports, which also
 // checks that the OS saves the AVX-512 registers), or the one PLAINLLAMA_KERNELS names; chosen once, at the first
 // kernel call (main() asks first, so a bad PLAINLLAMA_KERNELS is a one-line error before any work).
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -71,11 +73,14 @@ const Kernels& active() {
 }
 
 bool near_prefetch() {
-    static const bool amd = [] {
+    static const bool zen5 = [] {  // AMD, family 26 (0x1A) or later: base family 15 plus the extended family
         __builtin_cpu_init();
-        return __builtin_cpu_is("amd") != 0;
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+        const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+        return family >= 0x1A;
     }();
-    return amd;
+    return zen5;
 }
 
 }  // namespace isa

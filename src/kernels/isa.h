@@ -115,7 +115,7 @@ struct Kernels {
     void (*matvec_q6_k)(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) = {};
     // Tiles of 16 interleaved rows (quant.h): rows 16 g0 .. 16 g1 - 1, for n >= 1 tokens (token m: x + m ldx blocks,
     // out + m ldo), the same bits as each token alone: the AVX-512 ones unpack each tile once for several tokens,
-    // faster than the dequantizing GEMM at any length (AVX2: q4_k; its q8_0 and q6_k take the tokens in turn).
+    // faster than the dequantizing GEMM (AVX2: q4_k for 4, q6_k for 2, q8_0 one token after another).
     void (*matvec_q8_0_x16)(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx,
                             int n, int64_t g0, int64_t g1) = {};
     void (*matvec_q4_k_x16)(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx,
@@ -149,8 +149,9 @@ float* thread_buffer(size_t n);
 // The table in use (chosen at the first call: PLAINLLAMA_KERNELS, else the best this CPU supports).
 const Kernels& active();
 
-// Whether this CPU is AMD's, whose cores stream q4_k tiles faster with a near L1 prefetch alone than with Intel's
-// farther L1 and L2 prefetches (avx512.cpp's q4_k decode kernel asks).
+// Whether this CPU is AMD's Zen 5 or later (family 26), whose cores stream q4_k tiles faster with a near L1 prefetch
+// alone than with the farther L1 and L2 prefetches chosen on Intel's (avx512.cpp's q4_k decode kernel asks; Zen 4,
+// not measured, keeps those).
 bool near_prefetch();
 
 }  // namespace plainllama::isa

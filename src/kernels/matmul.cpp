@@ -246,7 +246,7 @@ void prefetch_panel(const MatmulJob* jobs, int n_jobs, int64_t K, int64_t p, int
     }
 }
 
-// Decode, and a few tokens with quantized weights: out_i[t] = W_i x[t] for every job and token, in one parallel
+// Decode, and several tokens with quantized weights: out_i[t] = W_i x[t] for every job and token, in one parallel
 // region: the panels of all jobs, end to end, are shared out (Shares), so each thread streams a run of the weights
 // once; with several tokens, runs of about kRowsChunkBytes of them, each for every token before the next. Each output
 // is computed as for the token alone (the same kernel, or the several-token kernel, which repeats its steps per

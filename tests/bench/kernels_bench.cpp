@@ -1,6 +1,7 @@
 // Micro-benchmarks of the hot kernels (Google Benchmark): matmul as decode (T = 1, memory-bound matvec), as a
-// short prompt or chat turn (T = 2, 8, 32) and as prefill (T = 128, GEMM) on LLaMA-7B-like shapes for every
-// weight type, and rmsnorm.
+// short prompt or chat turn (T = 2, 8, 32) and as prefill (T = 128: the GEMM, or for quantized matrices the integer
+// products, tiled, and the dequantizing GEMM for N = 1000, not tiled) on LLaMA-7B-like shapes for every weight type,
+// and rmsnorm.
 //   bytes_per_second = weight bytes read per call (the honest figure for the memory-bound T = 1 case)
 //   FLOP/s           = 2 T N K per call;  items_per_second = tokens
 // Run e.g.: plainllama_microbench --benchmark_min_time=0.05 --benchmark_filter=matmul
@@ -89,7 +90,7 @@ void BM_matmul_quant(benchmark::State& state) {
 }
 BENCHMARK(BM_matmul_quant)
     ->ArgNames({"quant", "T", "N"})
-    ->ArgsProduct({{1, 2, 3}, {1, 128}, {1024, 2048, 5632}})
+    ->ArgsProduct({{1, 2, 3}, {1, 128}, {1000, 1024, 2048, 5632}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

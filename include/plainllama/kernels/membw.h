@@ -5,8 +5,8 @@
 namespace plainllama {
 
 // A streaming-read bandwidth test: every thread of the OpenMP team sums its own contiguous slice of a `bytes` buffer
-// with the active kernels' vector loads, once with plain loads and once with the decode kernels' software prefetch;
-// a pass reports the faster (which one is faster depends on the CPU). The buffer sits on 2 MiB pages where
+// with the active kernels' vector loads, once with plain loads and once with the float decode kernels' software
+// prefetch; a pass reports the faster (which one is faster depends on the CPU). The buffer sits on 2 MiB pages where
 // the kernel allows (as the packed weights do), is allocated when the test is made and first touched by the threads
 // that run its passes (so its pages sit near them), and is held until the test is destroyed, so that passes can be
 // timed between other work. A pass over a buffer smaller than 64 MiB reads it several times, so the timer sees at least
@@ -22,8 +22,8 @@ class ReadBandwidthTest {
     double pass();
     // A timed pass over the next `bytes` of the buffer (whole 256-byte blocks, at least one, at most the buffer; no
     // 64 MiB minimum), from where the last one stopped and on from the start when it reaches the end, and the same
-    // over the `bytes` after them (the two ways of reading): GB/s. Between steps of other work, as long as the buffer
-    // is larger than the caches, each finds its bytes in memory.
+    // over the `bytes` after them (the two ways of reading; the same bytes when `bytes` is the whole buffer): GB/s.
+    // Between steps of other work, as long as the buffer is larger than the caches, each finds its bytes in memory.
     double pass(size_t bytes);
 
   private:
