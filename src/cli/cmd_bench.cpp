@@ -172,10 +172,9 @@ Run add_bench(CLI::App& app) {
         // of the test taken in turn with it. A model larger than the last-level cache (read from memory at every token)
         // has a pass over as many bytes as a token reads after each token, and one build's share then varies less
         // (TinyLlama Q4_K_M, Intel, the prefetched read alone: 84-92%, most runs 85-88%, where passes between runs
-        // gave 81-93% within minutes). A model
-        // within the cache has one pass before the runs and one after each, and each run follows a warm-up, so it finds
-        // the caches as the model left them, not as the test did. The bandwidth is the mean of the passes (per run: of
-        // the token passes, or of the two passes on either side).
+        // gave 81-93% within minutes). A model within the cache has one pass before the runs and one after each, and
+        // each run follows a warm-up, so it finds the caches as the model left them, not as the test did. The
+        // bandwidth is the mean of the passes (per run: of the token passes, or of the two passes on either side).
         const size_t llc = last_level_cache_bytes(), bw_bytes = default_bandwidth_test_bytes();
         const bool per_token = llc > 0 && bytes_per_token > double(llc);
         const size_t pass_bytes = per_token ? std::min(size_t(bytes_per_token), bw_bytes) : 0;  // 0: whole passes

@@ -345,10 +345,9 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
 
 void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    for (; n >= 4; n -= 4, out += 4 * ldo, x += 4 * ldx) matvec_q4_k_x16_body<4>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 3) matvec_q4_k_x16_body<3>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 2) matvec_q4_k_x16_body<2>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 1) matvec_q4_k_x16_body<1>(out, ldo, W, K, x, ldx, g0, g1);
+    token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
+        matvec_q4_k_x16_body<M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+    });
 }
 
 // q6_k tiles, as avx512.cpp's kernel: per half of 128 weights and chunk c, the four quarters' 6-bit values (0 .. 63:
@@ -420,8 +419,9 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 }
 void matvec_q6_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    for (; n >= 2; n -= 2, out += 2 * ldo, x += 2 * ldx) matvec_q6_k_x16_body<2>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 1) matvec_q6_k_x16_body<1>(out, ldo, W, K, x, ldx, g0, g1);
+    token_groups<2>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
+        matvec_q6_k_x16_body<M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+    });
 }
 
 #pragma GCC pop_options

@@ -306,11 +306,9 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
 template <bool kVnni>
 void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    for (; n >= 4; n -= 4, out += 4 * ldo, x += 4 * ldx)
-        matvec_q8_0_x16_body<kVnni, 4>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 3) matvec_q8_0_x16_body<kVnni, 3>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 2) matvec_q8_0_x16_body<kVnni, 2>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 1) matvec_q8_0_x16_body<kVnni, 1>(out, ldo, W, K, x, ldx, g0, g1);
+    token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
+        matvec_q8_0_x16_body<kVnni, M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+    });
 }
 
 // M tokens at once (token m: x + m ldx blocks, out + m ldo): each tile's values unpacked once for all of them, and
@@ -401,24 +399,16 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
     }
 }
 
-template <class Dot4, bool kNear>
-__attribute__((always_inline)) inline void matvec_q4_k_x16_tokens(float* out, int64_t ldo, const uint8_t* W, int64_t K,
-                                                                  const BlockQ8x256* x, int64_t ldx, int n, int64_t g0,
-                                                                  int64_t g1) {
-    for (; n >= 4; n -= 4, out += 4 * ldo, x += 4 * ldx)
-        matvec_q4_k_x16_body<Dot4, 4, kNear>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 3) matvec_q4_k_x16_body<Dot4, 3, kNear>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 2) matvec_q4_k_x16_body<Dot4, 2, kNear>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 1) matvec_q4_k_x16_body<Dot4, 1, kNear>(out, ldo, W, K, x, ldx, g0, g1);
-}
-
 template <class Dot4>
 void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    if (near_prefetch())
-        matvec_q4_k_x16_tokens<Dot4, true>(out, ldo, W, K, x, ldx, n, g0, g1);
-    else
-        matvec_q4_k_x16_tokens<Dot4, false>(out, ldo, W, K, x, ldx, n, g0, g1);
+    const bool near = near_prefetch();
+    token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
+        if (near)
+            matvec_q4_k_x16_body<Dot4, M, true>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+        else
+            matvec_q4_k_x16_body<Dot4, M, false>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+    });
 }
 
 // The four quarters' 6-bit values (0 .. 63) of chunk c of half h of a q6_k tile: ql chunks c and 8 + c, qh chunk c,
@@ -538,10 +528,12 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
 template <class Dot4>
 void matvec_q6_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    for (; n >= 4; n -= 4, out += 4 * ldo, x += 4 * ldx) matvec_q6_k_x16_body<Dot4, 4>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 3) matvec_q6_k_x16_body<Dot4, 3>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 2) matvec_q6_k_x16_body<Dot4, 2>(out, ldo, W, K, x, ldx, g0, g1);
-    if (n == 1) matvec_q6_k_x16_one<Dot4>(out, W, K, x, g0, g1);
+    token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
+        if constexpr (M == 1)
+            matvec_q6_k_x16_one<Dot4>(out + m0 * ldo, W, K, x + m0 * ldx, g0, g1);
+        else
+            matvec_q6_k_x16_body<Dot4, M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+    });
 }
 
 #pragma GCC pop_options

@@ -149,16 +149,13 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const 
     }
 }
 
-// A kernel for several tokens at once, each as alone (the tiles of 16 rows of every format).
-bool has_token_kernel(const PackedMatrix& W) { return tiled(W.quant, W.N); }
-
 // out[t] = W x[t] for tokens t < T on panels p0 .. p1-1 of W (j.out [T, N], x [T, K]), each token as alone.
 void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const QuantizedX& xq, int64_t T_,
                    int64_t p0, int64_t p1) {
     const PackedMatrix& W = *j.W;
-    if (has_token_kernel(W)) {  // each tile unpacked once for the tokens; rows 16 g0 .. 16 g1 - 1 (panels of 32)
+    if (tiled(W.quant, W.N)) {  // the several-token kernels: each tile unpacked once for all the tokens
         const auto* data = static_cast<const uint8_t*>(W.data);
-        const int64_t g0 = p0 * kNR / 16, g1 = std::min(W.N, p1 * kNR) / 16;
+        const int64_t g0 = p0 * kNR / 16, g1 = std::min(W.N, p1 * kNR) / 16;  // rows 16 g0 .. 16 g1 - 1
         switch (W.quant) {
             case QuantType::q8_0:
                 return ks.matvec_q8_0_x16(j.out, W.N, data, W.K, xq.q32, W.K / 32, int(T_), g0, g1);
@@ -437,13 +434,13 @@ void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, b
     // costs more than decode's integer products for each token.
     // Products of tiled matrices alone stay integer at any length (the several-token kernels): faster than the GEMM
     // with the AVX tables; the scalar one takes the tokens in turn, slower, for the same bits.
-    bool quantized = false, all_rows = true;
+    bool quantized = false, all_tiled = true;
     for (int i = 0; i < n_jobs; ++i) {
         const PackedMatrix& W = *jobs[i].W;
         quantized = quantized || W.quant != QuantType::none;
-        all_rows = all_rows && has_token_kernel(W);
+        all_tiled = all_tiled && tiled(W.quant, W.N);
     }
-    if (quantized && (T < kQuantGemmRows || all_rows)) return matvec_many(ks, jobs, n_jobs, x, T, jobs[0].W->K);
+    if (quantized && (T < kQuantGemmRows || all_tiled)) return matvec_many(ks, jobs, n_jobs, x, T, jobs[0].W->K);
     gemm_many(ks, jobs, n_jobs, x, T, exact);
 }
 
