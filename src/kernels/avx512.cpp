@@ -262,7 +262,12 @@ struct Dot4Vnni {
 // (^ 0x80) and |x| . (q with x's sign) by vpmaddubsw, which cannot saturate then (2 x 127 x 127), exact for
 // q >= -127, every q a quantizer writes (llama.cpp's kernels do the same). M tokens at once (token m: x + m ldx
 // blocks, out + m ldo), each tile loaded once for all of them; for each token the same steps as for it alone.
-template <bool kVnni, int M>
+//
+// kPrefetch false (Zen 5, zen5()): plain loads, no software prefetch; the hardware's prefetchers keep up with a
+// stream this light. Zen 5, 2 threads, every decode product of TinyLlama Q8_0 in turn, alternating with a read of as
+// many bytes (12 rounds, medians), in minutes when the read ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s (70-86% ->
+// 76-91% of the read), higher in 4 of 4; in minutes at 36-46 GB/s the two the same.
+template <bool kVnni, int M, bool kPrefetch>
 __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x32* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
@@ -273,11 +278,11 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ8x16Tile;
             constexpr size_t ahead = 8 * kQ8x16Tile;
-            prefetch(T, ahead, 32);
+            if constexpr (kPrefetch) prefetch(T, ahead, 32);
             __m512i isum[M];
             for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
             for (int c = 0; c < 8; ++c) {
-                const __m512i v = load_ahead(T + 32 + 64 * c, ahead);
+                const __m512i v = kPrefetch ? load_ahead(T + 32 + 64 * c, ahead) : _mm512_loadu_si512(T + 32 + 64 * c);
                 const __m512i q = kVnni ? v : _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
                 for (int m = 0; m < M; ++m) {
                     int32_t xc;
@@ -306,8 +311,12 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
 template <bool kVnni>
 void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
+    const bool zen = zen5();
     token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
-        matvec_q8_0_x16_body<kVnni, M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+        if (zen)
+            matvec_q8_0_x16_body<kVnni, M, false>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+        else
+            matvec_q8_0_x16_body<kVnni, M, true>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
     });
 }
 
@@ -316,7 +325,7 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // (Dot4::kPairs16), a sub-block's vpmaddubsw pairs (2 x 15 x 127 at most) add up in int16 over its 8 chunks without
 // saturating (30480), and vpmaddwd by the row's scale in both halves of its lane gives sc (q . x) in int32.
 //
-// kNear (Zen 5, near_prefetch()): the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4
+// kNear (Zen 5, zen5()): the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4
 // tiles and the L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in
 // turn, 8 rounds alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles
 // with it 53.6. There the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9
@@ -402,7 +411,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
 template <class Dot4>
 void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    const bool near = near_prefetch();
+    const bool near = zen5();
     token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
         if (near)
             matvec_q4_k_x16_body<Dot4, M, true>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);

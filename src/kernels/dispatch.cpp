@@ -72,7 +72,7 @@ const Kernels& active() {
     return *k;
 }
 
-bool near_prefetch() {
+bool zen5() {
     static const bool zen5 = [] {  // AMD, family 26 (0x1A) or later: base family 15 plus the extended family
         __builtin_cpu_init();
         unsigned a = 0, b = 0, c = 0, d = 0;
