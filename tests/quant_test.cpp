@@ -458,6 +458,29 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
         }
 }
 
+// The AVX-512 kernels' two prefetch tunings (Zen 5's and the others', use_zen5_tuning) give the same bits, for one
+// token and for several (groups of 4 and tails of 1-3), so the tuning this CPU would not pick runs here too.
+TEST(QuantDot, BothPrefetchTuningsGiveTheSameBits) {
+    const bool saved = zen5_tuning();
+    std::mt19937 rng(9);
+    const int64_t N = 48, K = 2048;
+    for (QuantType t : kQuantTypes) {
+        QuantMatrix q(t, N, K, rng);
+        const auto x = random_row(7 * K, rng);
+        for (const std::string& v : kernel_variants()) {
+            test::UseKernels scope(v);
+            for (int64_t T : {1, 2, 3, 4, 7}) {
+                const std::vector<float> xs(x.begin(), x.begin() + T * K);
+                use_zen5_tuning(false);
+                const auto others = product(q.m, xs, T);
+                use_zen5_tuning(true);
+                EXPECT_EQ(product(q.m, xs, T), others) << v << " " << quant_name(t) << " tokens " << T;
+            }
+        }
+    }
+    use_zen5_tuning(saved);
+}
+
 // A tiled matrix of each format run for 128 tokens with one whose rows are not tiled (N not a multiple of 16) goes
 // with it through the dequantizing GEMM (the tiles' rows read back out of them), in every variant: the
 // double-precision product of the dequantized weights and x to f32 rounding. The same matrix alone stays integer

@@ -72,15 +72,23 @@ const Kernels& active() {
     return *k;
 }
 
+// -1 until cpuid decides (or use_zen5_tuning sets it): 0 or 1.
+std::atomic<int> g_zen5{-1};
+
 bool zen5() {
-    static const bool zen5 = [] {  // AMD, family 26 (0x1A) or later: base family 15 plus the extended family
+    int z = g_zen5.load(std::memory_order_relaxed);
+    if (z < 0) {  // AMD, family 26 (0x1A) or later: base family 15 plus the extended family
         __builtin_cpu_init();
         unsigned a = 0, b = 0, c = 0, d = 0;
-        if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return false;
-        const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
-        return family >= 0x1A;
-    }();
-    return zen5;
+        bool amd26 = false;
+        if (__builtin_cpu_is("amd") && __get_cpuid(1, &a, &b, &c, &d)) {
+            const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+            amd26 = family >= 0x1A;
+        }
+        z = amd26;
+        g_zen5.store(z, std::memory_order_relaxed);  // a race stores the same value
+    }
+    return z != 0;
 }
 
 }  // namespace isa
@@ -98,5 +106,9 @@ const char* kernels_isa() { return isa::active().name; }
 void use_kernels(const std::string& name) {
     isa::g_active.store(&isa::table_of(name, "kernels"), std::memory_order_release);
 }
+
+bool zen5_tuning() { return isa::zen5(); }
+
+void use_zen5_tuning(bool on) { isa::g_zen5.store(on, std::memory_order_relaxed); }
 
 }  // namespace plainllama
