@@ -263,45 +263,54 @@ struct Dot4Vnni {
 // q >= -127, every q a quantizer writes (llama.cpp's kernels do the same). M tokens at once (token m: x + m ldx
 // blocks, out + m ldo), each tile loaded once for all of them; for each token the same steps as for it alone.
 //
-// kPrefetch false (Zen 5, zen5()): plain loads, no software prefetch; the hardware's prefetchers keep up with a
-// stream this light. Zen 5, 2 threads, every decode product of TinyLlama Q8_0 in turn, alternating with a read of as
-// many bytes (12 rounds, medians), in minutes when the read ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s (70-86% ->
-// 76-91% of the read), higher in 4 of 4; in minutes at 36-46 GB/s the two the same.
-template <bool kVnni, int M, bool kPrefetch>
+// kZen5 (zen5()): plain loads, no software prefetch (the hardware's prefetchers keep up with a stream this light), and
+// one token's sums in 4 chains (chunks c mod 4, added at the end: integer, so the same sums), not 1 of 8 dependent
+// vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every decode product of TinyLlama Q8_0
+// in turn, 12 rounds alternating variants in one process, medians: the prefetches dropped, in minutes when a read of
+// as many bytes ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s, higher in 4 of 4 (at 36-46 GB/s within 2%); then the
+// 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains: 45.9-46.5, lower), and in minutes at 69-77 GB/s, the
+// prefetching body -> these loads -> 4 chains: 53.2-57.8 -> 55.9-58.6 -> 57.1-61.7.
+template <bool kVnni, int M, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x32* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
     const int64_t nb = K / 32;
+    constexpr int kChains = kZen5 && M == 1 ? 4 : 1;
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ8x16Tile;
             constexpr size_t ahead = 8 * kQ8x16Tile;
-            if constexpr (kPrefetch) prefetch(T, ahead, 32);
-            __m512i isum[M];
-            for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
+            if constexpr (!kZen5) prefetch(T, ahead, 32);
+            __m512i isum[M][kChains];
+            for (int m = 0; m < M; ++m)
+                for (int i = 0; i < kChains; ++i) isum[m][i] = _mm512_setzero_si512();
             for (int c = 0; c < 8; ++c) {
-                const __m512i v = kPrefetch ? load_ahead(T + 32 + 64 * c, ahead) : _mm512_loadu_si512(T + 32 + 64 * c);
+                const __m512i v = kZen5 ? _mm512_loadu_si512(T + 32 + 64 * c) : load_ahead(T + 32 + 64 * c, ahead);
                 const __m512i q = kVnni ? v : _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
                 for (int m = 0; m < M; ++m) {
                     int32_t xc;
                     __builtin_memcpy(&xc, x[m * ldx + b].qs + 4 * c, 4);
                     const __m512i xs = _mm512_set1_epi32(xc);
+                    __m512i& s = isum[m][c % kChains];
                     if constexpr (kVnni) {
-                        isum[m] = Dot4Vnni::f(isum[m], q, xs);
+                        s = Dot4Vnni::f(s, q, xs);
                     } else {
                         const __m512i sq = _mm512_mask_sub_epi8(q, _mm512_movepi8_mask(xs), _mm512_setzero_si512(), q);
-                        isum[m] = Dot4Plain::f(isum[m], _mm512_abs_epi8(xs), sq);
+                        s = Dot4Plain::f(s, _mm512_abs_epi8(xs), sq);
                     }
                 }
             }
+            for (int m = 0; m < M; ++m)
+                for (int i = 1; i < kChains; ++i) isum[m][0] = _mm512_add_epi32(isum[m][0], isum[m][i]);
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
             for (int m = 0; m < M; ++m) {
                 const BlockQ8x32& xb = x[m * ldx + b];
-                if constexpr (kVnni) isum[m] = _mm512_sub_epi32(isum[m], _mm512_set1_epi32(128 * xb.sum));
+                __m512i sum = isum[m][0];
+                if constexpr (kVnni) sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(128 * xb.sum));
                 const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xb.d));
-                acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[m])));
+                acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
             }
         }
         for (int m = 0; m < M; ++m) _mm512_storeu_ps(out + m * ldo + 16 * g, acc[m]);
@@ -314,9 +323,9 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
     const bool zen = zen5();
     token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
         if (zen)
-            matvec_q8_0_x16_body<kVnni, M, false>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-        else
             matvec_q8_0_x16_body<kVnni, M, true>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+        else
+            matvec_q8_0_x16_body<kVnni, M, false>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
     });
 }
 
@@ -325,31 +334,35 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // (Dot4::kPairs16), a sub-block's vpmaddubsw pairs (2 x 15 x 127 at most) add up in int16 over its 8 chunks without
 // saturating (30480), and vpmaddwd by the row's scale in both halves of its lane gives sc (q . x) in int32.
 //
-// kNear (Zen 5, zen5()): the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4
-// tiles and the L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in
-// turn, 8 rounds alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles
-// with it 53.6. There the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9
-// against 48.7, 41.6 against 47.3), and AVX2's q4_k no faster (41.3 against 41.7).
-template <class Dot4, int M, bool kNear>
+// kZen5 (zen5()): the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4 tiles and the
+// L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in turn, 8 rounds
+// alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles with it 53.6. There
+// the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9 against 48.7, 41.6 against
+// 47.3), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI one token's sums of a sub-block in 2 chains
+// (chunks c mod 2, added at the end: the same integers), not 1 of 8 dependent vpdpbusd (as q8_0's): 12 rounds
+// alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6 (4 chains: 53.7-56.3).
+template <class Dot4, int M, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
     const int64_t nb = K / 256;
+    constexpr int kChains = kZen5 && M == 1 && !Dot4::kPairs16 ? 2 : 1;
     const __m512i nib = _mm512_set1_epi8(0x0F);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
-            constexpr size_t ahead = (kNear ? 2 : 4) * kQ4x16Tile;
+            constexpr size_t ahead = (kZen5 ? 2 : 4) * kQ4x16Tile;
             prefetch(T, ahead, 320);
             __m512i isum[M], imin[M];
             for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm512_setzero_si512();
             for (int gr = 0; gr < 4; ++gr) {
-                __m512i lo[M], hi[M];
-                for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm512_setzero_si512();
+                __m512i lo[M][kChains], hi[M][kChains];
+                for (int m = 0; m < M; ++m)
+                    for (int i = 0; i < kChains; ++i) lo[m][i] = hi[m][i] = _mm512_setzero_si512();
                 for (int c = 0; c < 8; ++c) {
-                    const __m512i v = load_ahead<!kNear>(T + 320 + 64 * (8 * gr + c), ahead);
+                    const __m512i v = load_ahead<!kZen5>(T + 320 + 64 * (8 * gr + c), ahead);
                     // with VNNI the high nibbles stay in place (16 h: vpdpbusd has no int16 stage to saturate),
                     // their sums shifted back once per sub-block and token below, not once per load (port 0, as
                     // vpdpbusd)
@@ -361,29 +374,35 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                         int32_t xl, xh;
                         __builtin_memcpy(&xl, xq + 64 * gr + 4 * c, 4);
                         __builtin_memcpy(&xh, xq + 64 * gr + 32 + 4 * c, 4);
+                        __m512i &l = lo[m][c % kChains], &h = hi[m][c % kChains];
                         if constexpr (Dot4::kPairs16) {
-                            lo[m] = _mm512_add_epi16(lo[m], _mm512_maddubs_epi16(vl, _mm512_set1_epi32(xl)));
-                            hi[m] = _mm512_add_epi16(hi[m], _mm512_maddubs_epi16(vh, _mm512_set1_epi32(xh)));
+                            l = _mm512_add_epi16(l, _mm512_maddubs_epi16(vl, _mm512_set1_epi32(xl)));
+                            h = _mm512_add_epi16(h, _mm512_maddubs_epi16(vh, _mm512_set1_epi32(xh)));
                         } else {
-                            lo[m] = Dot4::f(lo[m], vl, _mm512_set1_epi32(xl));
-                            hi[m] = Dot4::f(hi[m], vh, _mm512_set1_epi32(xh));
+                            l = Dot4::f(l, vl, _mm512_set1_epi32(xl));
+                            h = Dot4::f(h, vh, _mm512_set1_epi32(xh));
                         }
                     }
                 }
+                for (int m = 0; m < M; ++m)
+                    for (int i = 1; i < kChains; ++i) {
+                        lo[m][0] = _mm512_add_epi32(lo[m][0], lo[m][i]);
+                        hi[m][0] = _mm512_add_epi32(hi[m][0], hi[m][i]);
+                    }
                 if constexpr (!Dot4::kPairs16)
-                    for (int m = 0; m < M; ++m) hi[m] = _mm512_srai_epi32(hi[m], 4);  // exact: 16 times an integer
+                    for (int m = 0; m < M; ++m) hi[m][0] = _mm512_srai_epi32(hi[m][0], 4);  // exact: 16 times an integer
                 const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 64 + 32 * gr)));
                 const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 80 + 32 * gr)));
                 if constexpr (Dot4::kPairs16) {
                     const __m512i s_lo = _mm512_or_si512(sc_lo, _mm512_slli_epi32(sc_lo, 16));
                     const __m512i s_hi = _mm512_or_si512(sc_hi, _mm512_slli_epi32(sc_hi, 16));
                     for (int m = 0; m < M; ++m)
-                        isum[m] = _mm512_add_epi32(
-                            isum[m], _mm512_add_epi32(_mm512_madd_epi16(lo[m], s_lo), _mm512_madd_epi16(hi[m], s_hi)));
+                        isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_madd_epi16(lo[m][0], s_lo),
+                                                                             _mm512_madd_epi16(hi[m][0], s_hi)));
                 } else {
                     for (int m = 0; m < M; ++m)
-                        isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(lo[m], sc_lo),
-                                                                             _mm512_mullo_epi32(hi[m], sc_hi)));
+                        isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(lo[m][0], sc_lo),
+                                                                             _mm512_mullo_epi32(hi[m][0], sc_hi)));
                 }
             }
             for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs, by vpmaddwd
@@ -411,9 +430,9 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
 template <class Dot4>
 void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    const bool near = zen5();
+    const bool zen = zen5();
     token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
-        if (near)
+        if (zen)
             matvec_q4_k_x16_body<Dot4, M, true>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
         else
             matvec_q4_k_x16_body<Dot4, M, false>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
