@@ -458,27 +458,37 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
         }
 }
 
-// The AVX-512 kernels' two prefetch tunings (Zen 5's and the others', use_zen5_tuning) give the same bits, for one
-// token and for several (groups of 4 and tails of 1-3), so the tuning this CPU would not pick runs here too.
-TEST(QuantDot, BothPrefetchTuningsGiveTheSameBits) {
-    const bool saved = zen5_tuning();
+// The AVX-512 kernels' two tunings (Zen 5's and the others', use_zen5_tuning: prefetches, loads, chains of integer
+// sums) give the scalar kernels' bits, for one token and for several (groups of 4 and tails of 1-3), so the tuning
+// this CPU would not pick runs here too.
+TEST(QuantDot, BothZen5TuningsGiveTheSameBits) {
+    const std::vector<std::string> variants = kernel_variants();
+    if (std::find(variants.begin(), variants.end(), "avx512") == variants.end())
+        GTEST_SKIP() << "no AVX-512 here: the tunings are the AVX-512 kernels'";
+    struct Restore {
+        bool saved = zen5_tuning();
+        ~Restore() { use_zen5_tuning(saved); }
+    } restore;
     std::mt19937 rng(9);
     const int64_t N = 48, K = 2048;
     for (QuantType t : kQuantTypes) {
         QuantMatrix q(t, N, K, rng);
         const auto x = random_row(7 * K, rng);
-        for (const std::string& v : kernel_variants()) {
+        std::vector<std::vector<float>> want(8);  // [T]: the scalar kernels' products of the first T tokens
+        {
+            test::UseKernels scalar("scalar");
+            for (int64_t T = 1; T <= 7; ++T) want[size_t(T)] = product(q.m, std::vector<float>(x.begin(), x.begin() + T * K), T);
+        }
+        for (const std::string& v : variants) {
             test::UseKernels scope(v);
-            for (int64_t T : {1, 2, 3, 4, 7}) {
-                const std::vector<float> xs(x.begin(), x.begin() + T * K);
-                use_zen5_tuning(false);
-                const auto others = product(q.m, xs, T);
-                use_zen5_tuning(true);
-                EXPECT_EQ(product(q.m, xs, T), others) << v << " " << quant_name(t) << " tokens " << T;
+            for (bool zen : {false, true}) {
+                use_zen5_tuning(zen);
+                for (int64_t T = 1; T <= 7; ++T)
+                    EXPECT_EQ(product(q.m, std::vector<float>(x.begin(), x.begin() + T * K), T), want[size_t(T)])
+                        << v << " " << quant_name(t) << " zen5 tuning " << zen << " tokens " << T;
             }
         }
     }
-    use_zen5_tuning(saved);
 }
 
 // A tiled matrix of each format run for 128 tokens with one whose rows are not tiled (N not a multiple of 16) goes

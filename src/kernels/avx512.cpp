@@ -233,7 +233,7 @@ void widen(float* out, const T* src, int64_t n) {
 // Decode reads a tile's regions as three or four streams, more than the hardware prefetcher follows well: each
 // 64-byte load of a tile comes with a prefetch of the same place `ahead` bytes on (a later tile; load_line_ahead),
 // and the header (the first `bytes`) of the tile `ahead` bytes on is prefetched whole. q6_k decode: 11.5-12 -> 21-22
-// tok/s (TinyLlama, 2 threads).
+// tok/s (TinyLlama, 2 threads). (Not q8_0 on Zen 5, whose loads go without: see its kernel.)
 template <bool kL2 = true>
 __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
     return load_line_ahead<__m512i, kL2>(p, ahead);
@@ -264,8 +264,8 @@ struct Dot4Vnni {
 // blocks, out + m ldo), each tile loaded once for all of them; for each token the same steps as for it alone.
 //
 // kZen5 (zen5()): plain loads, no software prefetch (the hardware's prefetchers keep up with a stream this light), and
-// one token's sums in 4 chains (chunks c mod 4, added at the end: integer, so the same sums), not 1 of 8 dependent
-// vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every decode product of TinyLlama Q8_0
+// with VNNI one token's sums in 4 chains (chunks c mod 4, added at the end: integer, so the same sums), not 1 of 8
+// dependent vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every decode product of TinyLlama Q8_0
 // in turn, 12 rounds alternating variants in one process, medians: the prefetches dropped, in minutes when a read of
 // as many bytes ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s, higher in 4 of 4 (at 36-46 GB/s within 2%); then the
 // 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains: 45.9-46.5, lower), and in minutes at 69-77 GB/s, the
@@ -275,7 +275,7 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
                                                                 const BlockQ8x32* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
     const int64_t nb = K / 32;
-    constexpr int kChains = kZen5 && M == 1 ? 4 : 1;
+    constexpr int kChains = kZen5 && M == 1 && kVnni ? 4 : 1;
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
@@ -287,7 +287,11 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
             for (int m = 0; m < M; ++m)
                 for (int i = 0; i < kChains; ++i) isum[m][i] = _mm512_setzero_si512();
             for (int c = 0; c < 8; ++c) {
-                const __m512i v = kZen5 ? _mm512_loadu_si512(T + 32 + 64 * c) : load_ahead(T + 32 + 64 * c, ahead);
+                __m512i v;
+                if constexpr (kZen5)
+                    v = _mm512_loadu_si512(T + 32 + 64 * c);
+                else
+                    v = load_ahead(T + 32 + 64 * c, ahead);
                 const __m512i q = kVnni ? v : _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
                 for (int m = 0; m < M; ++m) {
                     int32_t xc;
@@ -338,7 +342,7 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in turn, 8 rounds
 // alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles with it 53.6. There
 // the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9 against 48.7, 41.6 against
-// 47.3), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI one token's sums of a sub-block in 2 chains
+// 47.3; q8_0 is faster with no prefetch at all: above), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI one token's sums of a sub-block in 2 chains
 // (chunks c mod 2, added at the end: the same integers), not 1 of 8 dependent vpdpbusd (as q8_0's): 12 rounds
 // alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6 (4 chains: 53.7-56.3).
 template <class Dot4, int M, bool kZen5>
@@ -347,6 +351,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                                                                 int64_t g1) {
     const int64_t nb = K / 256;
     constexpr int kChains = kZen5 && M == 1 && !Dot4::kPairs16 ? 2 : 1;
+    static_assert(kChains == 1 || !Dot4::kPairs16, "int16 pair sums are not added as int32 chains");
     const __m512i nib = _mm512_set1_epi8(0x0F);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];

@@ -33,6 +33,8 @@ const Variant kVariants[] = {
 };
 
 std::atomic<const Kernels*> g_active{nullptr};
+// zen5(): -1 until cpuid decides (or use_zen5_tuning sets it), then 0 or 1.
+std::atomic<int> g_zen5{-1};
 
 std::string join(const std::vector<std::string>& names) {
     std::string s;
@@ -72,9 +74,6 @@ const Kernels& active() {
     return *k;
 }
 
-// -1 until cpuid decides (or use_zen5_tuning sets it): 0 or 1.
-std::atomic<int> g_zen5{-1};
-
 bool zen5() {
     int z = g_zen5.load(std::memory_order_relaxed);
     if (z < 0) {  // AMD, family 26 (0x1A) or later: base family 15 plus the extended family
@@ -85,8 +84,9 @@ bool zen5() {
             const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
             amd26 = family >= 0x1A;
         }
+        int unset = -1;  // a value use_zen5_tuning set meanwhile stays
+        if (!g_zen5.compare_exchange_strong(unset, amd26, std::memory_order_relaxed)) return unset != 0;
         z = amd26;
-        g_zen5.store(z, std::memory_order_relaxed);  // a race stores the same value
     }
     return z != 0;
 }

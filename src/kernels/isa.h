@@ -150,8 +150,9 @@ float* thread_buffer(size_t n);
 const Kernels& active();
 
 // Whether this CPU is AMD's Zen 5 or later (family 26), whose cores stream q4_k tiles faster with a near L1 prefetch
-// alone, and q8_0 tiles with none, than with the farther L1 and L2 prefetches chosen on Intel's (avx512.cpp's q4_k and
-// q8_0 kernels ask; Zen 4, not measured, keeps those); or what use_zen5_tuning (kernels.h) last set.
+// alone, and q8_0 tiles with none, than with the farther L1 and L2 prefetches chosen on Intel's, and with one token's
+// integer sums split into independent chains (avx512.cpp's q4_k and q8_0 kernels ask; Zen 4, not measured, keeps
+// Intel's tuning); or what use_zen5_tuning (kernels.h) last set.
 bool zen5();
 
 }  // namespace plainllama::isa
