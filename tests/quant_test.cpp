@@ -477,7 +477,8 @@ TEST(QuantDot, BothZen5TuningsGiveTheSameBits) {
         std::vector<std::vector<float>> want(8);  // [T]: the scalar kernels' products of the first T tokens
         {
             test::UseKernels scalar("scalar");
-            for (int64_t T = 1; T <= 7; ++T) want[size_t(T)] = product(q.m, std::vector<float>(x.begin(), x.begin() + T * K), T);
+            for (int64_t T = 1; T <= 7; ++T)
+                want[size_t(T)] = product(q.m, std::vector<float>(x.begin(), x.begin() + T * K), T);
         }
         for (const std::string& v : variants) {
             test::UseKernels scope(v);

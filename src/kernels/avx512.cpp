@@ -265,11 +265,11 @@ struct Dot4Vnni {
 //
 // kZen5 (zen5()): plain loads, no software prefetch (the hardware's prefetchers keep up with a stream this light), and
 // with VNNI one token's sums in 4 chains (chunks c mod 4, added at the end: integer, so the same sums), not 1 of 8
-// dependent vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every decode product of TinyLlama Q8_0
-// in turn, 12 rounds alternating variants in one process, medians: the prefetches dropped, in minutes when a read of
-// as many bytes ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s, higher in 4 of 4 (at 36-46 GB/s within 2%); then the
-// 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains: 45.9-46.5, lower), and in minutes at 69-77 GB/s, the
-// prefetching body -> these loads -> 4 chains: 53.2-57.8 -> 55.9-58.6 -> 57.1-61.7.
+// dependent vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every decode product of
+// TinyLlama Q8_0 in turn, 12 rounds alternating variants in one process, medians: the prefetches dropped, in minutes
+// when a read of as many bytes ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s, higher in 4 of 4 (at 36-46 GB/s within
+// 2%); then the 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains: 45.9-46.5, lower), and in minutes at
+// 69-77 GB/s, the prefetching body -> these loads -> 4 chains: 53.2-57.8 -> 55.9-58.6 -> 57.1-61.7.
 template <bool kVnni, int M, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x32* x, int64_t ldx, int64_t g0,
@@ -342,9 +342,10 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in turn, 8 rounds
 // alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles with it 53.6. There
 // the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9 against 48.7, 41.6 against
-// 47.3; q8_0 is faster with no prefetch at all: above), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI one token's sums of a sub-block in 2 chains
-// (chunks c mod 2, added at the end: the same integers), not 1 of 8 dependent vpdpbusd (as q8_0's): 12 rounds
-// alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6 (4 chains: 53.7-56.3).
+// 47.3; q8_0 is faster with no prefetch at all: above), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI
+// one token's sums of a sub-block in 2 chains (chunks c mod 2, added at the end: the same integers), not 1 of 8
+// dependent vpdpbusd (as q8_0's): 12 rounds alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6
+// (4 chains: 53.7-56.3).
 template <class Dot4, int M, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
@@ -395,7 +396,8 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                         hi[m][0] = _mm512_add_epi32(hi[m][0], hi[m][i]);
                     }
                 if constexpr (!Dot4::kPairs16)
-                    for (int m = 0; m < M; ++m) hi[m][0] = _mm512_srai_epi32(hi[m][0], 4);  // exact: 16 times an integer
+                    for (int m = 0; m < M; ++m)
+                        hi[m][0] = _mm512_srai_epi32(hi[m][0], 4);  // exact: 16 times an integer
                 const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 64 + 32 * gr)));
                 const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 80 + 32 * gr)));
                 if constexpr (Dot4::kPairs16) {
