@@ -239,6 +239,21 @@ __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_
     return load_line_ahead<__m512i, kL2>(p, ahead);
 }
 
+// The several-token kernels' groups (token_groups, quant.inc) in the tuning in use: f.template operator()<M, kZen5>(m0)
+// with kZen5 = zen5(), asked once per call.
+template <int kMax, class F>
+__attribute__((always_inline)) inline void tuned_token_groups(int n, const F& f) {
+    const auto groups = [&]<bool kZen5>() __attribute__((always_inline)) {
+        token_groups<kMax>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
+            f.template operator()<M, kZen5>(m0);
+        });
+    };
+    if (zen5())
+        groups.template operator()<true>();
+    else
+        groups.template operator()<false>();
+}
+
 // q4_k, 16 interleaved rows per tile (quant.h): each 64-byte load holds 4 weights of each of the 16 rows, so the
 // products of a sub-block accumulate per row in the lanes (u8 x s8 in groups of 4 into s32: Dot4), then times the
 // rows' scales; no reduction across lanes. Dot4 is vpdpbusd with VNNI, vpmaddubsw + vpmaddwd without.
@@ -324,12 +339,8 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
 template <bool kVnni>
 void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    const bool zen = zen5();
-    token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
-        if (zen)
-            matvec_q8_0_x16_body<kVnni, M, true>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-        else
-            matvec_q8_0_x16_body<kVnni, M, false>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+    tuned_token_groups<4>(n, [&]<int M, bool kZen5>(int m0) __attribute__((always_inline)) {
+        matvec_q8_0_x16_body<kVnni, M, kZen5>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
     });
 }
 
@@ -437,12 +448,8 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
 template <class Dot4>
 void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    const bool zen = zen5();
-    token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
-        if (zen)
-            matvec_q4_k_x16_body<Dot4, M, true>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-        else
-            matvec_q4_k_x16_body<Dot4, M, false>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+    tuned_token_groups<4>(n, [&]<int M, bool kZen5>(int m0) __attribute__((always_inline)) {
+        matvec_q4_k_x16_body<Dot4, M, kZen5>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
     });
 }
 
@@ -459,6 +466,16 @@ __attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* T, int h, i
     q[1] = join(B, _mm512_and_si512(_mm512_slli_epi16(H, 2), bits45));
     q[2] = join(_mm512_srli_epi16(A, 4), _mm512_and_si512(H, bits45));
     q[3] = join(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), bits45));
+}
+
+// The 16 rows' scales of sub-block j of a q6_k tile, as int32 lanes.
+__attribute__((always_inline)) inline __m512i q6_k_scales(const uint8_t* T, int j) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 32 + 16 * j)));
+}
+// A sub-block's sums s (each row's q . x, q the 6-bit values 0 .. 63) as the rows' integer products: (s - 32 sum(x))
+// times the rows' scales sc, bsum = sum(x) over the sub-block.
+__attribute__((always_inline)) inline __m512i q6_k_scaled(__m512i s, __m512i sc, int bsum) {
+    return _mm512_mullo_epi32(_mm512_sub_epi32(s, _mm512_set1_epi32(32 * bsum)), sc);
 }
 
 // q6_k tiles: per half of 128 weights and chunk c (weights l = 4c .. 4c+3 of each quarter), the four quarters' 6-bit
@@ -492,9 +509,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
                 }
                 for (int i = 0; i < 8; ++i) {
                     const int j = 8 * h + i;
-                    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 32 + 16 * j)));
-                    const __m512i centred = _mm512_sub_epi32(s[i], _mm512_set1_epi32(32 * x[b].bsums[j]));
-                    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(centred, sc));
+                    isum = _mm512_add_epi32(isum, q6_k_scaled(s[i], q6_k_scales(T, j), x[b].bsums[j]));
                 }
             }
             const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T))),
@@ -541,13 +556,9 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                     }
                     for (int k = 0; k < 4; ++k) {
                         const int j = 8 * h + 2 * k + half;
-                        const __m512i sc =
-                            _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 32 + 16 * j)));
-                        for (int m = 0; m < M; ++m) {
-                            const __m512i centred =
-                                _mm512_sub_epi32(s[m][k], _mm512_set1_epi32(32 * x[m * ldx + b].bsums[j]));
-                            isum[m] = _mm512_add_epi32(isum[m], _mm512_mullo_epi32(centred, sc));
-                        }
+                        const __m512i sc = q6_k_scales(T, j);
+                        for (int m = 0; m < M; ++m)
+                            isum[m] = _mm512_add_epi32(isum[m], q6_k_scaled(s[m][k], sc, x[m * ldx + b].bsums[j]));
                     }
                 }
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
