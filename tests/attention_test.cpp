@@ -56,7 +56,7 @@ std::vector<float> run(const std::vector<float>& q, const std::vector<float>& Kc
         for (int64_t j = 0; j < ctx; ++j) store_key(keys.data(), &Kc[size_t((g * ctx + j) * hd)], g, j, hd, ctx);
     std::vector<float> out(size_t(T * s.n_heads * hd) + 8, -3.0f);
     std::vector<float> scratch(
-        size_t(omp_get_max_threads() * attention_scratch_per_thread(T, s.n_heads / s.n_kv_heads, ctx, hd)));
+        size_t(thread_count() * attention_scratch_per_thread(T, s.n_heads / s.n_kv_heads, ctx, hd)));
     attention(out.data(), q.data(), keys.data(), Vc.data(), T, pos0, s.n_heads, s.n_kv_heads, hd, ctx, scratch.data());
     for (size_t i = size_t(T * s.n_heads * hd); i < out.size(); ++i) EXPECT_EQ(out[i], -3.0f) << "wrote past out";
     out.resize(size_t(T * s.n_heads * hd));

@@ -215,8 +215,7 @@ TEST(MemBandwidth, SmallBufferGivesFinitePositive) {
 // between blocks, beyond the buffer, with 1 to 3 threads.
 TEST(MemBandwidth, PartialPassesWrapAround) {
     for (int threads : {1, 2, 3}) {
-        const int before = omp_get_max_threads();
-        omp_set_num_threads(threads);
+        Threads scope(threads);
         ReadBandwidthTest test(size_t(2) << 20);
         for (size_t bytes : {size_t(0), size_t(100), size_t(256), size_t(300000), size_t(700000), size_t(5) << 20}) {
             for (int pass = 0; pass < 3; ++pass) {
@@ -225,7 +224,6 @@ TEST(MemBandwidth, PartialPassesWrapAround) {
                 EXPECT_GT(gbs, 0) << bytes << " bytes, " << threads << " threads";
             }
         }
-        omp_set_num_threads(before);
     }
 }
 

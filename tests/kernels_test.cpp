@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -674,30 +675,30 @@ TEST(Rounding, F32ToBf16RoundsToNearestEven) {
     }
 }
 
-// parallel_for runs every index exactly once: over a team when asked (and there is more than one thread), else on
-// the calling thread outside any team; inside a parallel region each thread's call stays on that thread (no team of
-// one nested in it).
+// parallel_for runs every index exactly once: in a step of the team (sys/team.h) when asked (and there is more than
+// one thread), else on the calling thread outside any step; inside an OpenMP region each thread's call stays on that
+// thread.
 TEST(ParallelFor, EveryIndexOnceOnATeamOnlyWhenAsked) {
     for (bool parallel : {false, true}) {
         std::vector<int> hits(1000, 0), in_team(1000, -1);
         parallel_for(1000, parallel, [&](int64_t i) {
             hits[size_t(i)] += 1;
-            in_team[size_t(i)] = omp_in_parallel();
+            in_team[size_t(i)] = in_team_step();
         });
         EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), 1000) << parallel;
-        const int want = parallel && omp_get_max_threads() > 1;
+        const int want = parallel && thread_count() > 1;
         EXPECT_EQ(std::count(in_team.begin(), in_team.end(), want), 1000) << parallel;
     }
-    std::vector<int> ran_on(2 * 100, -1), caller(2, -1);
+    std::vector<std::thread::id> ran_on(2 * 100), caller(2);
 #pragma omp parallel num_threads(2)
     {
         const int me = omp_get_thread_num();
-        caller[size_t(me)] = me;
-        parallel_for(100, true, [&](int64_t i) { ran_on[size_t(me * 100 + i)] = omp_get_thread_num(); });
+        caller[size_t(me)] = std::this_thread::get_id();
+        parallel_for(100, true, [&](int64_t i) { ran_on[size_t(me * 100 + i)] = std::this_thread::get_id(); });
     }
     for (int t = 0; t < 2; ++t) {
-        if (caller[size_t(t)] != t) continue;  // (a team may have fewer threads than asked)
-        for (int i = 0; i < 100; ++i) EXPECT_EQ(ran_on[size_t(t * 100 + i)], t) << i;
+        if (caller[size_t(t)] == std::thread::id()) continue;  // (a team may have fewer threads than asked)
+        for (int i = 0; i < 100; ++i) EXPECT_EQ(ran_on[size_t(t * 100 + i)], caller[size_t(t)]) << i;
     }
 }
 

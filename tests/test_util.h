@@ -45,11 +45,11 @@ inline double decode_bf16(uint16_t h) {
     return s ? -v : v;
 }
 
-// Sets the OpenMP thread count for a scope.
+// Sets the thread count (set_threads) for a scope.
 class Threads {
    public:
-    explicit Threads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-    ~Threads() { omp_set_num_threads(saved_); }
+    explicit Threads(int n) : saved_(thread_count()) { set_threads(n); }
+    ~Threads() { set_threads(saved_); }
 
    private:
     int saved_;

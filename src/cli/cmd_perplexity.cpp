@@ -1,5 +1,4 @@
 // plainllama perplexity: llama.cpp's chunked perplexity (or a sliding window) of a text file.
-#include <omp.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +8,7 @@
 #include "common.h"
 #include "plainllama/run/perplexity.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/sys/threads.h"
 
 namespace plainllama::cli {
 
@@ -79,7 +79,7 @@ Run add_perplexity(CLI::App& app) {
                          now_seconds() - t0);
         // llama.cpp's method runs one chunk per thread (each context single-threaded inside); the sliding
         // window, whose windows are few and long, one context with all threads.
-        const int threads = omp_get_max_threads();
+        const int threads = thread_count();
         std::vector<std::unique_ptr<Context>> contexts;
         std::vector<Context*> ctx_ptrs, ref_ptrs;
         const ContextParams params{o->ctx, std::min(o->batch, o->ctx)};

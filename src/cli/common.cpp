@@ -191,7 +191,7 @@ void print_busy_note(const Loaded& l) {
     if (l.busy_cores > 0) std::fprintf(stderr, "note: %s\n", threads_note(l).c_str());
 }
 
-// A team thread that shares a core with another busy process makes every parallel region wait for its time
+// A team thread that shares a core with another busy process makes every step of the kernels wait for its time
 // slice: decode with 2 threads and a compiler on one of 2 cores runs several times slower than with 1 thread.
 bool refresh_threads(Loaded& l, int requested, int samples) {
     const int before = l.threads;

@@ -1,8 +1,7 @@
 #include "plainllama/kernels/attention.h"
 
-#include <omp.h>
-
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "plainllama/kernels/kernels.h"
@@ -48,7 +47,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
     // Work items: (chunk of tokens, KV head, part of its query heads), the last chunks (most keys) first. The
     // group's query heads are split only when there are fewer (chunk, KV head) pairs than threads (decode with
     // few KV heads); each output row is computed alike either way.
-    const int64_t threads = omp_get_max_threads(), pairs = n_kv_heads * chunks;
+    const int64_t threads = thread_count(), pairs = n_kv_heads * chunks;
     const int64_t want = (threads + pairs - 1) / pairs, per_part = pairs >= threads ? group : (group + want - 1) / want;
     const int64_t parts = (group + per_part - 1) / per_part, items = pairs * parts;
     auto item = [&](int64_t it, int slot) {  // slot: this thread's part of scratch
@@ -64,7 +63,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         float* O = Q + rows * hd;                                 // [rows, hd]
         float* S = O + rows * hd;                                 // [rows, n_keys]
         for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, Q + (t - t0) * nq * hd);
-        matmul(S, Q, K, rows);  // in a parallel loop or on one thread: runs on this thread
+        matmul(S, Q, K, rows);  // in a team step or on one thread: runs on this thread
         for (int64_t r = 0; r < rows; ++r) {
             float* row = S + r * n_keys;
             softmax(row, pos0 + t0 + r / nq + 1, scale);  // causal: keys 0 .. pos0 + t
@@ -85,8 +84,10 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         for (int64_t it = 0; it < items; ++it) item(it, 0);
         return;
     }
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t it = 0; it < items; ++it) item(it, omp_get_thread_num());
+    std::atomic<int64_t> next{0};  // the next item, handed out one at a time
+    team_run(thread_count(), [&](int t) {
+        for (int64_t it; (it = next.fetch_add(1, std::memory_order_relaxed)) < items;) item(it, t);
+    });
 }
 
 }  // namespace plainllama

@@ -5,8 +5,6 @@
 // up to kMRMax tokens x kNR outputs, lanes run along the outputs, and K is cut into kKC blocks whose partial sums go
 // through `out` unchanged (an f32 store and load). So an output depends only on its own row of x and column of W,
 // whatever T, the tile it lands in or the thread count.
-#include <omp.h>
-
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -72,9 +70,10 @@ void tile_rows(const MicroTile<E>* tiles, float* out, int64_t N, const float* x,
 
 // tile(t0, t1, n0, nr) for every (token chunk, block of kNR outputs) of out [T, N], over the threads.
 // Tokens are split too when there are few output blocks, so every thread has work. Below kParallelWork, with one
-// thread, or inside a parallel region (attention's products, perplexity's contexts), the tiles run in turn on this
-// thread (use_threads): a team of one thread, with its dynamic schedule, was most of decode's attention (TinyLlama
-// shape, 32 keys, caches warm: 13.8-19.8 -> 8.1-12.6 us per layer; in decode itself 33-35 -> 22-27 us).
+// thread, or inside a team step or an OpenMP region (attention's products, perplexity's contexts), the tiles run in
+// turn on this thread (use_threads): an OpenMP team of one thread, with its dynamic schedule, was most of decode's
+// attention once (TinyLlama shape, 32 keys, caches warm: 13.8-19.8 -> 8.1-12.6 us per layer; in decode itself 33-35
+// -> 22-27 us).
 template <class Tile>
 void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
     const int64_t n_blocks = (N + kNR - 1) / kNR;
@@ -82,15 +81,18 @@ void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
         for (int64_t nb = 0; nb < n_blocks; ++nb) tile(0, T_, nb * kNR, std::min(kNR, N - nb * kNR));
         return;
     }
-    const int64_t threads = omp_get_max_threads();
+    const int64_t threads = thread_count();
     int64_t t_chunks = std::max<int64_t>(1, std::min<int64_t>((T_ + 47) / 48, (4 * threads + n_blocks - 1) / n_blocks));
     int64_t t_step = (T_ + t_chunks - 1) / t_chunks;
     t_step = (t_step + kMR - 1) / kMR * kMR;
     t_chunks = (T_ + t_step - 1) / t_step;
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
-    for (int64_t nb = 0; nb < n_blocks; ++nb)
-        for (int64_t tc = 0; tc < t_chunks; ++tc)
+    std::atomic<int64_t> next{0};  // the next (output block, token chunk), handed out one at a time
+    team_run(int(threads), [&](int) {
+        for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_blocks * t_chunks;) {
+            const int64_t nb = i / t_chunks, tc = i % t_chunks;
             tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
+        }
+    });
 }
 
 // x [T, K] as 8-bit blocks, for the quantized matrices of matvec_many, in the calling thread's buffers (read by the
@@ -170,14 +172,14 @@ void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const 
         matvec_panels(ks, MatmulJob{j.out + t * W.N, &W}, x + t * W.K, token(xq, t, W.K), p0, p1);
 }
 
-// [0, n) shared by the threads of a parallel region: each starts on its own contiguous share (an even split) and takes
+// [0, n) shared by the threads of a team step: each starts on its own contiguous share (an even split) and takes
 // it `claim` at a time from the front; a thread whose share is done moves the back half of what is left of another's
 // into its own share, and goes on as before (so a moved range is claimed `claim` at a time, and can move again). So
 // each thread streams one run of the weights, restarting (prefetch and all) only where it would otherwise wait. A share
 // is one word, begin << 32 | end, changed by compare-and-swap (by its owner, and by a thread moving its back half) or,
 // while empty, stored by its owner: its begin only rises and its end only falls until then, and the panels it then gets
 // were never in it before, so no swap can succeed on a stale word. Decode with the even split alone waited at the
-// region's end for 8-10% of every matmul's time (one thread or the other gets more of the memory bandwidth at any
+// step's end for 8-10% of every matmul's time (one thread or the other gets more of the memory bandwidth at any
 // moment: TinyLlama Q4_K_M, 2 threads, the threads' finish times 66-87 kcycles apart per call on average); pieces
 // handed out from one counter fixed the wait but cost each call about 10 us of restarts (a piece's first tiles come
 // without prefetch).
@@ -243,8 +245,8 @@ void prefetch_panel(const MatmulJob* jobs, int n_jobs, int64_t K, int64_t p, int
     }
 }
 
-// Decode, and several tokens with quantized weights: out_i[t] = W_i x[t] for every job and token, in one parallel
-// region: the panels of all jobs, end to end, are shared out (Shares), so each thread streams a run of the weights
+// Decode, and several tokens with quantized weights: out_i[t] = W_i x[t] for every job and token, in one team
+// step: the panels of all jobs, end to end, are shared out (Shares), so each thread streams a run of the weights
 // once; with several tokens, runs of about kRowsChunkBytes of them, each for every token before the next. Each output
 // is computed as for the token alone (the same kernel, or the several-token kernel, which repeats its steps per
 // token), so the same bits whichever thread computes it.
@@ -255,9 +257,9 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
         panels += n_panels(W.N);
         panel_bytes = std::max<int64_t>(panel_bytes, int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K)));
     }
-    const int nt = use_threads(panels * kPanel * K * T_ >= kParallelWork) ? omp_get_max_threads() : 1;
+    const int nt = use_threads(panels * kPanel * K * T_ >= kParallelWork) ? thread_count() : 1;
     Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes));
-    // Decode: every thread quantizes x itself (the same bytes) rather than one before the region while the others
+    // Decode: every thread quantizes x itself (the same bytes) rather than one before the step while the others
     // wait: the same time before the first weights are read, with no barrier. 2 threads, a q4_k [2048, 2048] or
     // [2048, 5632] per call, out of cache, the calls alternating with a read stream of as many bytes: 94.6-97.9% ->
     // 95.7-99.9% and 85.5-90.1% -> 88.3-91.5% of the stream's rate, higher in 6 of 6 sittings. Several tokens: once,
@@ -279,9 +281,7 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
             }
         }
     };
-    if (nt == 1) return run(0);  // no team of one thread (use_threads)
-#pragma omp parallel num_threads(nt)
-    run(omp_get_thread_num());
+    team_run(nt, run);
 }
 
 // The table's direct tiles for 16-bit panels of T, and the tallest tile they take (0: always widen).
@@ -379,7 +379,7 @@ void gemm_tile_bf16_dot(const Kernels& ks, float* out, const uint32_t* xb, const
 }
 
 // Prefill for several products of the same x [T, K]: one tile space over the panels of all jobs, so one
-// parallel region (one barrier, and no thread idle at the end of each matrix).
+// team step (one barrier, and no thread idle at the end of each matrix).
 void gemm_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, bool exact) {
     const int64_t K = jobs[0].W->K;
     const bool dot = !exact && ks.tile_bf16_dot[1];

@@ -1,16 +1,18 @@
 #include "plainllama/kernels/membw.h"
 
-#include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "isa.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
+#include "plainllama/sys/team.h"
 
 namespace plainllama {
 
@@ -41,12 +43,12 @@ ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
     p_ = static_cast<float*>(mem);
     const size_t min_bytes_per_pass = size_t(64) << 20;
     sweeps_ = std::max<size_t>(1, (min_bytes_per_pass + n_ * sizeof(float) - 1) / (n_ * sizeof(float)));
-#pragma omp parallel
-    {
+    const int nt = thread_count();
+    team_run(nt, [&](int t) {
         size_t b, e;
-        slice(n_, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
+        slice(n_, t, nt, &b, &e);
         for (size_t i = b; i < e; ++i) p_[i] = float(i & 7) * 0.125f;
-    }
+    });
 }
 
 ReadBandwidthTest::~ReadBandwidthTest() { std::free(p_); }
@@ -56,19 +58,21 @@ ReadBandwidthTest::~ReadBandwidthTest() { std::free(p_); }
 double ReadBandwidthTest::timed_read(size_t first, size_t n, size_t sweeps, bool prefetch) {
     const isa::Kernels& ks = isa::active();
     const auto t0 = std::chrono::steady_clock::now();
-    float sum = 0.0f;
-#pragma omp parallel reduction(+ : sum)
-    {
+    const int nt = thread_count();
+    std::vector<float> sums(size_t(nt), 0.0f);
+    team_run(nt, [&](int t) {
         size_t b, e;
-        slice(n, omp_get_thread_num(), omp_get_num_threads(), &b, &e);
+        slice(n, t, nt, &b, &e);
         b += first, e += first;
+        float sum = 0.0f;
         for (size_t s = 0; s < sweeps; ++s) {
             if (b < n_) sum += ks.sum_stream(p_ + b, int64_t(std::min(e, n_) - b), prefetch);
             if (e > n_) sum += ks.sum_stream(p_ + std::max(b, n_) - n_, int64_t(e - std::max(b, n_)), prefetch);
         }
-    }
+        sums[size_t(t)] = sum;
+    });
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    g_sink = sum;
+    g_sink = std::accumulate(sums.begin(), sums.end(), 0.0f);
     return secs > 0 ? double(n * sizeof(float)) * double(sweeps) / secs / 1e9 : 0.0;
 }
 

@@ -1,6 +1,5 @@
 #include "plainllama/model/model.h"
 
-#include <omp.h>
 #include <sys/sysinfo.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include "plainllama/kernels/attention.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/model/rope.h"
+#include "plainllama/sys/threads.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
@@ -194,7 +194,7 @@ void Context::check_tokens(const int32_t* tokens, int64_t n) const {
 
 void Context::reserve_scratch(int64_t T) {
     const LlamaConfig& c = model_.config();
-    const size_t scratch = size_t(omp_get_max_threads()) *
+    const size_t scratch = size_t(thread_count()) *
                            size_t(attention_scratch_per_thread(std::min(T, n_batch_),
                                                                c.num_attention_heads / c.num_key_value_heads, n_ctx_,
                                                                c.head_dim));

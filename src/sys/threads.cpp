@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -61,10 +62,21 @@ int busy_cores(int samples) {
     return std::max(fewest, 0);
 }
 
+namespace {
+std::atomic<int> g_threads{0};  // set_threads' n; 0 before
+}  // namespace
+
 void set_threads(int n) {
+    n = std::max(n, 1);
     omp_set_dynamic(0);
     omp_set_num_threads(n);
-    omp_set_max_active_levels(1);  // a kernel called inside a parallel loop runs on that thread
+    omp_set_max_active_levels(1);  // no nested OpenMP teams (a kernel in perplexity's loop keeps to its thread anyway)
+    g_threads.store(n, std::memory_order_relaxed);
+}
+
+int thread_count() {
+    const int n = g_threads.load(std::memory_order_relaxed);
+    return n > 0 ? n : std::max(omp_get_max_threads(), 1);
 }
 
 }  // namespace plainllama

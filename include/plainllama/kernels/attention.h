@@ -26,7 +26,7 @@ int64_t attention_scratch_per_thread(int64_t T, int64_t group, int64_t ctx, int6
 //   out[t, h, :] = sum_{j <= pos0+t} softmax_j(q[t, h, :] . K[g, j, :] / sqrt(head_dim)) V[g, j, :]
 // with g = h / (n_heads / n_kv_heads): consecutive query heads share one KV head.
 //   q, out: [T, n_heads, head_dim]     k_cache: key panels (above)     v_cache: [n_kv_heads, ctx, head_dim]
-//   scratch: [omp_get_max_threads(), attention_scratch_per_thread(T, n_heads / n_kv_heads, ctx, head_dim)]
+//   scratch: [thread_count(), attention_scratch_per_thread(T, n_heads / n_kv_heads, ctx, head_dim)]
 // Per KV head and chunk of 32 tokens, over the group's query heads: S = Q K^T (matmul), softmax over each
 // row's own keys, then O = P V as one product over the keys before the chunk (matmul_nn) continued row by row
 // over the row's keys inside the chunk (gemv_acc), one fma chain per output. A later token of the chunk gets a

@@ -12,6 +12,8 @@
 
 #include "plainllama/io/dtype.h"
 #include "plainllama/kernels/quant.h"
+#include "plainllama/sys/team.h"
+#include "plainllama/sys/threads.h"
 
 namespace plainllama {
 
@@ -19,22 +21,25 @@ namespace plainllama {
 // team costs microseconds on an idle machine and far more on a busy one.
 constexpr int64_t kParallelWork = 1 << 17;
 
-// Whether a kernel with `enough_work` for the threads opens a parallel region: only with more than one thread and not
-// already inside a region. Otherwise its work runs in turn on the calling thread, outside any OpenMP construct: a
-// region with a false `if` clause, or nested in another, still makes a team of one thread, 1.9-3.7 us each in decode
-// (TinyLlama Q4_K_M, 2 threads, 128-160 positions, per layer: the two RMSNorms 7.1 and 4.5 -> 3.4 and 2.6 us, RoPE
-// with the cache stores 10.0 -> 7.5 us), and with a dynamic schedule most of decode's attention once (for_each_tile).
-inline bool use_threads(bool enough_work) { return enough_work && omp_get_max_threads() > 1 && !omp_in_parallel(); }
+// Whether a kernel with `enough_work` for the threads runs a step on the team (sys/team.h): only with more than one
+// thread (thread_count()) and not already inside a step or an OpenMP region (perplexity's contexts). Otherwise its
+// work runs in turn on the calling thread.
+inline bool use_threads(bool enough_work) {
+    return enough_work && thread_count() > 1 && !omp_in_parallel() && !in_team_step();
+}
 
-// f(i) for i in [0, n): over the threads (static schedule) when use_threads(parallel), else in turn on this thread.
+// f(i) for i in [0, n): over the threads (an even split of [0, n), in order) when use_threads(parallel), else in turn
+// on this thread.
 template <class F>
 void parallel_for(int64_t n, bool parallel, const F& f) {
     if (!use_threads(parallel)) {
         for (int64_t i = 0; i < n; ++i) f(i);
         return;
     }
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) f(i);
+    const int nt = thread_count();
+    team_run(nt, [&](int t) {
+        for (int64_t i = n * t / nt, end = n * (t + 1) / nt; i < end; ++i) f(i);
+    });
 }
 
 // y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w[:]     x, y: [rows, n] of type xt; w: [n] of wt.
@@ -49,7 +54,7 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
 //   "scalar"       portable C++, any x86-64
 std::vector<std::string> kernel_variants();  // those this CPU runs, best first
 // The variant in use; the first call chooses it (UsageError for a PLAINLLAMA_KERNELS this CPU cannot run). Call it
-// before kernels run inside a parallel region of your own: an error thrown there would end the process.
+// before kernels run inside a parallel region or thread of your own: an error thrown there would end the process.
 const char* kernels_isa();
 // Every kernel call from now on runs `name` (UsageError when unknown or not supported); not while kernels run.
 void use_kernels(const std::string& name);
@@ -117,7 +122,7 @@ class PackedWeight {
     PackedMatrix m_;
 };
 
-// out[t, r] = sum_k x[t, k] * W[r, k]     x: [T, K] f32, W packed [N, K], out: [T, N] f32. OpenMP inside.
+// out[t, r] = sum_k x[t, k] * W[r, k]     x: [T, K] f32, W packed [N, K], out: [T, N] f32. The team inside.
 // T == 1 streams the panels (decode), T > 1 runs a register-blocked GEMM on them (prefill); quantized W: see above.
 // Every output is one chain of fused multiply-adds over k = 0 .. K-1 in order, whatever T and the threads:
 // row t of out depends only on row t of x, bit for bit, so decoding one token at a time reproduces a batched
@@ -127,7 +132,7 @@ class PackedWeight {
 void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact = false);
 
 // Several products of the same input x [T, K] (every W_i has that K): jobs[i].out [T, N_i] = x W_i^T, the
-// panels of all W_i split over the threads in one parallel region (one barrier instead of one per matrix). Each
+// panels of all W_i split over the threads in one team step (one barrier instead of one per matrix). Each
 // output is matmul's of that job alone, but for interleaved quantized matrices run for 128 tokens or more with
 // matrices that are not: they go through the dequantizing GEMM with them (matmul alone keeps them on the integer
 // products).
