@@ -85,7 +85,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         return;
     }
     std::atomic<int64_t> next{0};  // the next item, handed out one at a time
-    team_run(thread_count(), [&](int t) {
+    team_run(int(threads), [&](int t) {
         for (int64_t it; (it = next.fetch_add(1, std::memory_order_relaxed)) < items;) item(it, t);
     });
 }
