@@ -42,6 +42,7 @@ class Team {
     bool try_run(int n, void (*f)(void*, int), void* ctx) {
         std::unique_lock<std::mutex> lock(run_mutex_, std::try_to_lock);
         if (!lock) return false;
+        if (int(workers_.size()) < n - 1) workers_.reserve(size_t(n - 1));  // no throw once a thread is made
         while (int(workers_.size()) < n - 1) {
             auto w = std::make_unique<Worker>();
             try {
