@@ -13,6 +13,7 @@
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 #include "plainllama/sys/team.h"
+#include "plainllama/sys/threads.h"
 
 namespace plainllama {
 
