@@ -33,8 +33,17 @@ const Variant kVariants[] = {
 };
 
 std::atomic<const Kernels*> g_active{nullptr};
-// zen5(): -1 until cpuid decides (or use_zen5_tuning sets it), then 0 or 1.
-std::atomic<int> g_zen5{-1};
+
+// AMD, family 26 (0x1A) or later: base family 15 plus the extended family.
+bool cpu_is_zen5_or_later() {
+    __builtin_cpu_init();
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+    return family >= 0x1A;
+}
+// zen5(): cpuid's answer from the start, until use_zen5_tuning sets it.
+std::atomic<bool> g_zen5{cpu_is_zen5_or_later()};
 
 std::string join(const std::vector<std::string>& names) {
     std::string s;
@@ -74,22 +83,7 @@ const Kernels& active() {
     return *k;
 }
 
-bool zen5() {
-    int z = g_zen5.load(std::memory_order_relaxed);
-    if (z < 0) {  // AMD, family 26 (0x1A) or later: base family 15 plus the extended family
-        __builtin_cpu_init();
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        bool amd26 = false;
-        if (__builtin_cpu_is("amd") && __get_cpuid(1, &a, &b, &c, &d)) {
-            const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
-            amd26 = family >= 0x1A;
-        }
-        int unset = -1;  // a value use_zen5_tuning set meanwhile stays
-        if (!g_zen5.compare_exchange_strong(unset, amd26, std::memory_order_relaxed)) return unset != 0;
-        z = amd26;
-    }
-    return z != 0;
-}
+bool zen5() { return g_zen5.load(std::memory_order_relaxed); }
 
 }  // namespace isa
 

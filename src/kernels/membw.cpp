@@ -58,9 +58,9 @@ ReadBandwidthTest::~ReadBandwidthTest() { std::free(p_); }
 // or without the decode kernels' prefetches: GB/s.
 double ReadBandwidthTest::timed_read(size_t first, size_t n, size_t sweeps, bool prefetch) {
     const isa::Kernels& ks = isa::active();
-    const auto t0 = std::chrono::steady_clock::now();
     const int nt = thread_count();
     std::vector<float> sums(size_t(nt), 0.0f);
+    const auto t0 = std::chrono::steady_clock::now();
     team_run(nt, [&](int t) {
         size_t b, e;
         slice(n, t, nt, &b, &e);

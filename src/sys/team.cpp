@@ -34,6 +34,21 @@ std::chrono::microseconds spin_time() {
     return policy && strcasecmp(policy, "passive") == 0 ? std::chrono::microseconds(0) : kSpin;
 }
 
+// Parts 0 and skip + 1 .. n-1 of a step, in turn on this thread, inside the step (in_team_step); every one runs, and
+// the first exception is returned.
+std::exception_ptr run_here(void (*f)(void*, int), void* ctx, int skip, int n) {
+    const bool outer = t_in_step;
+    t_in_step = true;
+    std::exception_ptr error;
+    for (int t = 0; t < n; t = t == 0 ? skip + 1 : t + 1) try {
+            f(ctx, t);
+        } catch (...) {
+            if (!error) error = std::current_exception();
+        }
+    t_in_step = outer;
+    return error;
+}
+
 // Made at the first step and never destroyed: the process ends its workers (another thread's step may still be
 // running while exit() runs the static destructors).
 class Team {
@@ -65,15 +80,7 @@ class Team {
             std::lock_guard<std::mutex> sleep_lock(sleep_mutex_);
             wake_.notify_all();
         }
-        std::exception_ptr error;
-        t_in_step = true;
-        try {
-            f(ctx, 0);
-            for (int t = helped + 1; t < n; ++t) f(ctx, t);
-        } catch (...) {
-            error = std::current_exception();
-        }
-        t_in_step = false;
+        std::exception_ptr error = run_here(f, ctx, helped, n);
         for (unsigned i = 0; pending_.load(std::memory_order_acquire) != 0; i = std::min(i + 1, 1u << 20)) {
             _mm_pause();
             if (i >= 4096) std::this_thread::yield();  // a worker without a core (a busy machine): let it run
@@ -91,16 +98,15 @@ class Team {
     };
 
     [[noreturn]] void work(Worker* w, int id) {
+        t_in_step = true;  // a worker runs nothing but parts of steps
         for (uint64_t seen = 0;;) {
             seen = next_step(w, seen);
-            t_in_step = true;
             try {
                 f_(ctx_, id);
             } catch (...) {
                 std::lock_guard<std::mutex> lock(error_mutex_);
                 if (!error_) error_ = std::current_exception();
             }
-            t_in_step = false;
             pending_.fetch_sub(1, std::memory_order_release);
         }
     }
@@ -144,18 +150,7 @@ Team& team() {
 
 void team_run(int n, void (*f)(void* ctx, int t), void* ctx) {
     if (n > 1 && !t_in_step && team().try_run(n, f, ctx)) return;
-    struct InStep {  // restored on the way out
-        bool outer = t_in_step;
-        InStep() { t_in_step = true; }
-        ~InStep() { t_in_step = outer; }
-    } in_step;
-    std::exception_ptr error;  // as the team's: every part runs, then the first exception
-    for (int t = 0; t < n; ++t) try {
-            f(ctx, t);
-        } catch (...) {
-            if (!error) error = std::current_exception();
-        }
-    if (error) std::rethrow_exception(error);
+    if (std::exception_ptr error = run_here(f, ctx, 0, n)) std::rethrow_exception(error);
 }
 
 bool in_team_step() { return t_in_step; }

@@ -59,7 +59,7 @@ const char* kernels_isa();
 // Every kernel call from now on runs `name` (UsageError when unknown or not supported); not while kernels run.
 void use_kernels(const std::string& name);
 // The AVX-512 quantized decode kernels are tuned per CPU family: AMD's Zen 5 or later (family 26) one way, other CPUs
-// (Intel's; Zen 4, not measured) the other; cpuid decides at the first call. zen5_tuning() is the one in use;
+// (Intel's; Zen 4, not measured) the other; cpuid decides as the program starts. zen5_tuning() is the one in use;
 // use_zen5_tuning(on) makes every kernel call from now on take that one (tests run both on any CPU: the tunings choose
 // prefetches, loads and how a token's integer sums are split into chains, all exact, never a float step, so the
 // results are the same bits); not while kernels run.
