@@ -117,10 +117,10 @@ Run add_bench(CLI::App& app) {
         "Each run: reset, pp = one eval of -p random token ids, then tg = -n single-token evals (argmax fed\n"
         "back; only the evals are timed), after a warm-up. tg GB/s = (weight bytes + KV cache bytes read)\n"
         "per token / time per token, against the mean of the passes of a streaming-read test of this\n"
-        "machine (each pass reads twice, with plain and with prefetched loads; the faster counts): over a\n"
-        "token's bytes (at most the test's buffer) after each token when they exceed the last-level cache\n"
-        "(so each token starts with the caches as the test left them), else one pass before the runs and\n"
-        "one after each.");
+        "machine (each pass reads three times: plain loads, a prefetch of every line, a prefetch of each\n"
+        "4 KiB page's first line; the fastest counts): over a token's bytes (at most the test's buffer)\n"
+        "after each token when they exceed the last-level cache (so each token starts with the caches as\n"
+        "the test left them), else one pass before the runs and one after each.");
     return [o] {
         const int64_t P = o->n_prompt, N = o->n_gen;
         Loaded l = load(o->m);
@@ -183,7 +183,7 @@ Run add_bench(CLI::App& app) {
         {
             if (!quiet) {
                 if (per_token)
-                    std::fprintf(stderr, "read bandwidth test over %zu MiB: a pass of twice %.1f MiB (a token's "
+                    std::fprintf(stderr, "read bandwidth test over %zu MiB: a pass of 3 x %.1f MiB (a token's "
                                  "bytes, at most the buffer) after each generated token\n", bw_bytes >> 20,
                                  double(pass_bytes) / double(1 << 20));
                 else

@@ -202,14 +202,16 @@ void widen_bf16_pairs(float* out, const BF16* P, int64_t kc) {
         }
 }
 
-// Four independent accumulators, so the adds' latency does not limit the loads; with or without the prefetches the
-// kernels use.
-float sum_stream(const float* p, int64_t n, bool prefetch) {
+// Four independent accumulators, so the adds' latency does not limit the loads; with plain loads or with one of the
+// prefetches.
+float sum_stream(const float* p, int64_t n, ReadWay way) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t i = 0; i < n; i += 32) {
-        if (prefetch) {
+        if (way == ReadWay::prefetch_lines) {
             prefetch_ahead(p + i);
             prefetch_ahead(p + i + 16);
+        } else if (way == ReadWay::prefetch_pages) {
+            prefetch_page_start(p + i, kPageAhead, 128);
         }
         a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
         a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));

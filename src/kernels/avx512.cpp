@@ -125,10 +125,19 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
     if (K % 2) dst[K] = 0;
 }
 
-// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead).
-template <class T>
-void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
+// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead), or on Zen 5 (zen5(), asked
+// once per call) each 4 KiB page's first line alone (prefetch_page_start: see prefetch.inc).
+template <bool kZen5, class T>
+__attribute__((always_inline)) inline void matvec_body(float* out, const float* x, const T* W, int64_t N, int64_t K,
+                                                       int64_t p0, int64_t p1) {
     const int64_t Ks = stored_k(Pairs<T>::value, K);
+    // the prefetch for the line at p, a step of `step` bytes in the stream
+    const auto ahead = [](const void* p, size_t step) __attribute__((always_inline)) {
+        if constexpr (kZen5)
+            prefetch_page_start(p, kPageAhead, step);
+        else
+            for (size_t o = 0; o < step; o += 64) prefetch_ahead(static_cast<const char*>(p) + o);
+    };
     for (int64_t p = p0; p < p1; ++p) {
         const T* P = W + p * kNR * Ks;
         const int64_t nr = N - p * kNR < kNR ? N - p * kNR : kNR;
@@ -137,8 +146,7 @@ void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_
             const uint32_t* w = reinterpret_cast<const uint32_t*>(P);
             int64_t k = 0;
             for (; k + 2 <= K; k += 2, w += kNR) {
-                prefetch_ahead(w);
-                prefetch_ahead(w + 16);
+                ahead(w, 128);
                 const __m512i v0 = _mm512_loadu_si512(w), v1 = _mm512_loadu_si512(w + 16);
                 const __m512 xe = _mm512_set1_ps(x[k]), xo = _mm512_set1_ps(x[k + 1]);
                 a0 = _mm512_fmadd_ps(xe, bf16_even(v0), a0);
@@ -153,8 +161,7 @@ void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_
             }
         } else {
             for (int64_t k = 0; k < K; ++k) {
-                prefetch_ahead(P + k * kNR);
-                if constexpr (sizeof(T) == 4) prefetch_ahead(P + k * kNR + 16);
+                ahead(P + k * kNR, kNR * sizeof(T));
                 const __m512 xb = _mm512_set1_ps(x[k]);
                 a0 = _mm512_fmadd_ps(xb, load16(P + k * kNR), a0);
                 a1 = _mm512_fmadd_ps(xb, load16(P + k * kNR + 16), a1);
@@ -164,6 +171,14 @@ void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_
         _mm512_mask_storeu_ps(o, mask_of(nr), a0);
         if (nr > 16) _mm512_mask_storeu_ps(o + 16, mask_of(nr - 16), a1);
     }
+}
+
+template <class T>
+void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
+    if (zen5())
+        matvec_body<true>(out, x, W, N, K, p0, p1);
+    else
+        matvec_body<false>(out, x, W, N, K, p0, p1);
 }
 
 // r[i] = row i of a 16x16 block  ->  r[i] = column i.
@@ -278,13 +293,14 @@ struct Dot4Vnni {
 // q >= -127, every q a quantizer writes (llama.cpp's kernels do the same). M tokens at once (token m: x + m ldx
 // blocks, out + m ldo), each tile loaded once for all of them; for each token the same steps as for it alone.
 //
-// kZen5 (zen5()): plain loads, no software prefetch (the hardware's prefetchers keep up with a stream this light), and
-// with VNNI one token's sums in 4 chains (chunks c mod 4, added at the end: integer, so the same sums), not 1 of 8
-// dependent vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every decode product of
-// TinyLlama Q8_0 in turn, 12 rounds alternating variants in one process, medians: the prefetches dropped, in minutes
-// when a read of as many bytes ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s, higher in 4 of 4 (at 36-46 GB/s within
-// 2%); then the 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains: 45.9-46.5, lower), and in minutes at
-// 69-77 GB/s, the prefetching body -> these loads -> 4 chains: 53.2-57.8 -> 55.9-58.6 -> 57.1-61.7.
+// kZen5 (zen5()): plain loads with a prefetch of each 4 KiB page's first line alone (prefetch_page_start: see
+// prefetch.inc), and with VNNI one token's sums in 4 chains (chunks c mod 4, added at the end: integer, so the same
+// sums), not 1 of 8 dependent vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every
+// decode product of TinyLlama Q8_0 in turn, 12 rounds alternating variants in one process, medians: the prefetches of
+// every line dropped, in minutes when a read of as many bytes ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s, higher
+// in 4 of 4 (at 36-46 GB/s within 2%); then the 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains:
+// 45.9-46.5, lower), and in minutes at 69-77 GB/s, the prefetching body -> these loads -> 4 chains: 53.2-57.8 ->
+// 55.9-58.6 -> 57.1-61.7; then the page starts, 10 rounds: 38.8 -> 52.5-55.3 GB/s (2-6 KiB ahead).
 template <bool kVnni, int M, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x32* x, int64_t ldx, int64_t g0,
@@ -297,7 +313,10 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ8x16Tile;
             constexpr size_t ahead = 8 * kQ8x16Tile;
-            if constexpr (!kZen5) prefetch(T, ahead, 32);
+            if constexpr (kZen5)
+                prefetch_page_start(T, kPageAhead, kQ8x16Tile);
+            else
+                prefetch(T, ahead, 32);
             __m512i isum[M][kChains];
             for (int m = 0; m < M; ++m)
                 for (int i = 0; i < kChains; ++i) isum[m][i] = _mm512_setzero_si512();
@@ -356,7 +375,12 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // 47.3; q8_0 is faster with no prefetch at all: above), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI
 // one token's sums of a sub-block in 2 chains (chunks c mod 2, added at the end: the same integers), not 1 of 8
 // dependent vpdpbusd (as q8_0's): 12 rounds alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6
-// (4 chains: 53.7-56.3).
+// (4 chains: 53.7-56.3). Then each 4 KiB page's first line prefetched kQ4PageAhead on (prefetch_page_start), well past
+// the L1 prefetches, so that the hardware's prefetcher is under way in a page before they reach it: every product of
+// a token, variants in turn in one process, medians of 10: 4 KiB on 49.3 GB/s against 49.6 without, 8 KiB 59.0
+// against 53.5-55.2, 12-24 KiB 59.0-59.7 against 53.5-55.3 (q6_k, with its own prefetches 2 tiles on: 48.3-48.7 with
+// them at 12-16 KiB, 48.8-49.7 without; not taken).
+constexpr size_t kQ4PageAhead = 16 << 10;
 template <class Dot4, int M, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
@@ -372,6 +396,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
             const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
             constexpr size_t ahead = (kZen5 ? 2 : 4) * kQ4x16Tile;
             prefetch(T, ahead, 320);
+            if constexpr (kZen5) prefetch_page_start(T, kQ4PageAhead, kQ4x16Tile);
             __m512i isum[M], imin[M];
             for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm512_setzero_si512();
             for (int gr = 0; gr < 4; ++gr) {
@@ -584,13 +609,15 @@ void matvec_q6_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 
 #pragma GCC pop_options
 
-// Four independent accumulators, so the adds' latency does not limit the loads; with or without the prefetches the
-// kernels use.
-float sum_stream(const float* p, int64_t n, bool prefetch) {
+// Four independent accumulators, so the adds' latency does not limit the loads; with plain loads or with one of the
+// kernels' prefetches.
+float sum_stream(const float* p, int64_t n, ReadWay way) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int64_t i = 0; i < n; i += 64) {
-        if (prefetch)
+        if (way == ReadWay::prefetch_lines)
             for (int l = 0; l < 4; ++l) prefetch_ahead(p + i + 16 * l);
+        else if (way == ReadWay::prefetch_pages)
+            prefetch_page_start(p + i, kPageAhead, 256);
         a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
         a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
         a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));

@@ -63,6 +63,8 @@ using DotTile = void (*)(float* out, int64_t ldo, const uint32_t* x, int64_t ldx
 // Decode: out[kNR p .. kNR p + kNR - 1] = W x for panels p0 .. p1-1 of a packed W [N, K].
 template <class E>
 using Matvec = void (*)(float* out, const float* x, const E* W, int64_t N, int64_t K, int64_t p0, int64_t p1);
+// The bandwidth test's ways of reading a stream (sum_stream).
+enum class ReadWay { plain, prefetch_lines, prefetch_pages };
 
 struct Kernels {
     const char* name = {};
@@ -124,8 +126,9 @@ struct Kernels {
                             int n, int64_t g0, int64_t g1) = {};
 
     // sum(p[0 .. n)) with independent accumulators, for the bandwidth test: p 64-byte aligned, n a multiple of 64;
-    // with the decode kernels' prefetches or plain loads alone.
-    float (*sum_stream)(const float* p, int64_t n, bool prefetch) = {};
+    // with plain loads alone, with the float decode kernels' prefetch of every line (prefetch_ahead), or with a
+    // prefetch of each 4 KiB page's first line (prefetch_page_start; the scalar table reads the same way in all three).
+    float (*sum_stream)(const float* p, int64_t n, ReadWay way) = {};
 };
 
 // A table of register tiles {nullptr, f<1, ...>, ..., f<kMRMax, ...>} from a micro-kernel template f<MR, ...>.

@@ -70,7 +70,7 @@ void widen_bf16_pairs(float* out, const BF16* P, int64_t kc) {
         for (int64_t j = 0; j < kNR; ++j) out[k * kNR + j] = to_f32(P[panel_index(true, k, j)]);
 }
 
-float sum_stream(const float* p, int64_t n, bool) {
+float sum_stream(const float* p, int64_t n, ReadWay) {
     float s = 0.0f;
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += p[i];

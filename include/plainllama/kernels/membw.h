@@ -5,8 +5,9 @@
 namespace plainllama {
 
 // A streaming-read bandwidth test: every thread of the kernels' team (sys/team.h) sums its own contiguous slice of a
-// `bytes` buffer with the active kernels' vector loads, once with plain loads and once with the float decode kernels'
-// software prefetch; a pass reports the faster (which one is faster depends on the CPU). The buffer sits on 2 MiB
+// `bytes` buffer with the active kernels' vector loads, once with plain loads, once with a software prefetch of every
+// line (the float decode kernels' on Intel) and once with one of each 4 KiB page's first line (the Zen 5 decode
+// kernels'); a pass reports the fastest (which one is fastest depends on the CPU). The buffer sits on 2 MiB
 // pages where the kernel allows (as the packed weights do), is allocated when the test is made and first touched by
 // the threads that run its passes (so its pages sit near them), and is held until the test is destroyed, so that
 // passes can be timed between other work. A pass over a buffer smaller than 64 MiB reads it several times, so the
@@ -22,12 +23,13 @@ class ReadBandwidthTest {
     double pass();
     // A timed pass over the next `bytes` of the buffer (whole 256-byte blocks, at least one, at most the buffer; no
     // 64 MiB minimum), from where the last one stopped and on from the start when it reaches the end, and the same
-    // over the `bytes` after them (the two ways of reading; the same bytes when `bytes` is the whole buffer): GB/s.
+    // over the `bytes` after them, twice (the three ways of reading; the same bytes when `bytes` is the whole buffer):
+    // GB/s, the fastest.
     // Between steps of other work, as long as the buffer is larger than the caches, each finds its bytes in memory.
     double pass(size_t bytes);
 
   private:
-    double timed_read(size_t first, size_t n, size_t sweeps, bool prefetch);
+    double timed_read(size_t first, size_t n, size_t sweeps, int way);  // way: 0 plain, 1 every line, 2 page starts
 
     float* p_ = nullptr;  // [n_]
     size_t n_ = 0, sweeps_ = 1;
