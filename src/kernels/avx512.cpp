@@ -375,12 +375,11 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // 47.3; q8_0 is faster with no prefetch at all: above), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI
 // one token's sums of a sub-block in 2 chains (chunks c mod 2, added at the end: the same integers), not 1 of 8
 // dependent vpdpbusd (as q8_0's): 12 rounds alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6
-// (4 chains: 53.7-56.3). Then each 4 KiB page's first line prefetched kQ4PageAhead on (prefetch_page_start), well past
-// the L1 prefetches, so that the hardware's prefetcher is under way in a page before they reach it: every product of
-// a token, variants in turn in one process, medians of 10: 4 KiB on 49.3 GB/s against 49.6 without, 8 KiB 59.0
-// against 53.5-55.2, 12-24 KiB 59.0-59.7 against 53.5-55.3 (q6_k, with its own prefetches 2 tiles on: 48.3-48.7 with
-// them at 12-16 KiB, 48.8-49.7 without; not taken).
-constexpr size_t kQ4PageAhead = 16 << 10;
+// (4 chains: 53.7-56.3). Then each 4 KiB page's first line prefetched kTilePageAhead on (prefetch_page_start), well
+// past the L1 prefetches, so that the hardware's prefetcher is under way in a page before they reach it: every
+// product of a token, variants in turn in one process, medians of 10: 4 KiB on 49.3 GB/s against 49.6 without, 8 KiB
+// 59.0 against 53.5-55.2, 12-24 KiB 59.0-59.7 against 53.5-55.3. q6_k's Zen 5 tuning is the same (below).
+constexpr size_t kTilePageAhead = 16 << 10;
 template <class Dot4, int M, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
@@ -396,7 +395,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
             const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
             constexpr size_t ahead = (kZen5 ? 2 : 4) * kQ4x16Tile;
             prefetch(T, ahead, 320);
-            if constexpr (kZen5) prefetch_page_start(T, kQ4PageAhead, kQ4x16Tile);
+            if constexpr (kZen5) prefetch_page_start(T, kTilePageAhead, kQ4x16Tile);
             __m512i isum[M], imin[M];
             for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm512_setzero_si512();
             for (int gr = 0; gr < 4; ++gr) {
@@ -479,12 +478,13 @@ void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 }
 
 // The four quarters' 6-bit values (0 .. 63) of chunk c of half h of a q6_k tile: ql chunks c and 8 + c, qh chunk c,
-// each load with its prefetch `ahead` bytes on.
+// each load with its prefetch `ahead` bytes on (kZen5: into L1 alone, as q4_k's).
+template <bool kZen5>
 __attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* T, int h, int c, size_t ahead, __m512i q[4]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-    const __m512i A = load_ahead(T + 288 + 64 * (16 * h + c), ahead);
-    const __m512i B = load_ahead(T + 288 + 64 * (16 * h + 8 + c), ahead);
-    const __m512i H = load_ahead(T + 2336 + 64 * (8 * h + c), ahead);
+    const __m512i A = load_ahead<!kZen5>(T + 288 + 64 * (16 * h + c), ahead);
+    const __m512i B = load_ahead<!kZen5>(T + 288 + 64 * (16 * h + 8 + c), ahead);
+    const __m512i H = load_ahead<!kZen5>(T + 2336 + 64 * (8 * h + c), ahead);
     // (lo & 0x0F) | hi, hi the high 2 bits already in bits 4-5: one vpternlogd (0xEC: (a & c) | b)
     auto join = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC); };
     q[0] = join(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45));
@@ -507,7 +507,13 @@ __attribute__((always_inline)) inline __m512i q6_k_scaled(__m512i s, __m512i sc,
 // values from ql chunks c and 8 + c and qh chunk c, each summed against x (values 0 .. 63: Dot4 never saturates,
 // 2 x 63 x 127), per sub-block (quarter k, l < 16 or not: sub-block 8h + 2k + (c >= 4)); then per sub-block
 // (sum - 32 sum(x)) times its scale.
-template <class Dot4>
+//
+// kZen5 (zen5()): as q4_k's, the L1 prefetch 2 tiles on alone and each 4 KiB page's first line kTilePageAhead on.
+// TinyLlama Q6_K, 2 threads, every decode product of a token, variants in turn in one process, medians of 8-10, read
+// 58 GB/s: 42.4-42.6 GB/s with the L1 and L2 prefetches -> 47.9-48.5 (16 KiB; 12-24 KiB 46.9-47.9; the L1 prefetch
+// alone without the page starts 40.6, the page starts beside the L2 prefetch 44.6); Q4_K_M's products (a quarter of
+// its bytes q6_k) 52.2 -> 53.7.
+template <class Dot4, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const uint8_t* W, int64_t K,
                                                                const BlockQ8x256* x, int64_t g0, int64_t g1) {
     const int64_t nb = K / 256;
@@ -517,6 +523,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
             const uint8_t* T = W + size_t(g * nb + b) * kQ6x16Tile;
             constexpr size_t ahead = 2 * kQ6x16Tile;
             prefetch(T, ahead, 288);
+            if constexpr (kZen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
             const int8_t* xq = x[b].qs;
             __m512i isum = _mm512_setzero_si512();
             for (int h = 0; h < 2; ++h) {
@@ -525,7 +532,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
 #pragma GCC unroll 8
                 for (int c = 0; c < 8; ++c) {
                     __m512i q[4];
-                    q6_k_chunk(T, h, c, ahead, q);
+                    q6_k_chunk<kZen5>(T, h, c, ahead, q);
                     for (int k = 0; k < 4; ++k) {
                         int32_t xk;
                         __builtin_memcpy(&xk, xq + 128 * h + 32 * k + 4 * c, 4);
@@ -549,7 +556,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
 // sub-block sums at a time (M = 4: 16 registers); the integer sums are exact in any order, so the same bits as each
 // token alone. (One token stays with the kernel above: 63-69 GB/s from L2 on one Zen 5 core, where this body with
 // M = 1 reads 55-57.)
-template <class Dot4, int M>
+template <class Dot4, int M, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
@@ -561,6 +568,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
             const uint8_t* T = W + size_t(g * nb + b) * kQ6x16Tile;
             constexpr size_t ahead = 2 * kQ6x16Tile;
             prefetch(T, ahead, 288);
+            if constexpr (kZen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
             __m512i isum[M];
             for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
             for (int h = 0; h < 2; ++h)
@@ -571,7 +579,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
 #pragma GCC unroll 4
                     for (int c = 4 * half; c < 4 * half + 4; ++c) {
                         __m512i q[4];
-                        q6_k_chunk(T, h, c, ahead, q);
+                        q6_k_chunk<kZen5>(T, h, c, ahead, q);
                         for (int m = 0; m < M; ++m)
                             for (int k = 0; k < 4; ++k) {
                                 int32_t xk;
@@ -599,11 +607,11 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
 template <class Dot4>
 void matvec_q6_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
+    tuned_token_groups<4>(n, [&]<int M, bool kZen5>(int m0) __attribute__((always_inline)) {
         if constexpr (M == 1)
-            matvec_q6_k_x16_one<Dot4>(out + m0 * ldo, W, K, x + m0 * ldx, g0, g1);
+            matvec_q6_k_x16_one<Dot4, kZen5>(out + m0 * ldo, W, K, x + m0 * ldx, g0, g1);
         else
-            matvec_q6_k_x16_body<Dot4, M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+            matvec_q6_k_x16_body<Dot4, M, kZen5>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
     });
 }
 
