@@ -178,6 +178,34 @@ TEST_P(Matmul, LongKAcrossBlocks) {
             }
 }
 
+// Decode's two tunings (use_zen5_tuning) prefetch differently and compute the same: each output equal bit for bit,
+// whichever one this CPU would choose, for each weight type, K odd (BF16's last pair on its own) and long enough to
+// cross pages, N not a multiple of the panel, 1 and 2 threads.
+TEST_P(Matmul, BothZen5TuningsGiveTheSameBits) {
+    struct Restore {
+        bool saved = zen5_tuning();
+        ~Restore() { use_zen5_tuning(saved); }
+    } restore;
+    std::mt19937 rng(31);
+    const int64_t N = 70, K = 2049;
+    for (DType t : kTypes) {
+        const auto W = random_weights(t, size_t(N * K), rng);
+        const PackedWeight packed(W.data(), t, N, K);
+        const auto x = random_floats(size_t(K), rng);
+        for (int th : {1, 2}) {
+            Threads scope(th);
+            std::vector<float> out[2];
+            for (bool zen : {false, true}) {
+                use_zen5_tuning(zen);
+                out[zen].assign(size_t(N), -1.0f);
+                matmul(out[zen].data(), x.data(), packed.matrix(), 1);
+            }
+            EXPECT_EQ(out[0], out[1]) << dtype_name(t) << " threads " << th;
+            EXPECT_EQ(std::count(out[1].begin(), out[1].end(), -1.0f), 0) << dtype_name(t) << " threads " << th;
+        }
+    }
+}
+
 // matmul_many runs all its products in one tile space: each output equals matmul of that job alone, bit for
 // bit, for mixed types and sizes, decode and prefill, exact or not (unquantized: see QuantDot for quantized jobs).
 TEST_P(Matmul, ManyEqualsOneAtATime) {

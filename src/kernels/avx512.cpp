@@ -131,8 +131,8 @@ template <bool kZen5, class T>
 __attribute__((always_inline)) inline void matvec_body(float* out, const float* x, const T* W, int64_t N, int64_t K,
                                                        int64_t p0, int64_t p1) {
     const int64_t Ks = stored_k(Pairs<T>::value, K);
-    // the prefetch for the line at p, a step of `step` bytes in the stream
-    const auto ahead = [](const void* p, size_t step) __attribute__((always_inline)) {
+    // the prefetches for the lines of the step of `step` bytes at p
+    const auto prefetch_step = [](const void* p, size_t step) __attribute__((always_inline)) {
         if constexpr (kZen5)
             prefetch_page_start(p, kPageAhead, step);
         else
@@ -146,7 +146,7 @@ __attribute__((always_inline)) inline void matvec_body(float* out, const float* 
             const uint32_t* w = reinterpret_cast<const uint32_t*>(P);
             int64_t k = 0;
             for (; k + 2 <= K; k += 2, w += kNR) {
-                ahead(w, 128);
+                prefetch_step(w, 128);
                 const __m512i v0 = _mm512_loadu_si512(w), v1 = _mm512_loadu_si512(w + 16);
                 const __m512 xe = _mm512_set1_ps(x[k]), xo = _mm512_set1_ps(x[k + 1]);
                 a0 = _mm512_fmadd_ps(xe, bf16_even(v0), a0);
@@ -155,13 +155,14 @@ __attribute__((always_inline)) inline void matvec_body(float* out, const float* 
                 a1 = _mm512_fmadd_ps(xo, bf16_odd(v1), a1);
             }
             if (k < K) {
+                if constexpr (kZen5) prefetch_step(w, 128);  // so that the next panel's steps follow on from it
                 const __m512 xe = _mm512_set1_ps(x[k]);
                 a0 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w)), a0);
                 a1 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w + 16)), a1);
             }
         } else {
             for (int64_t k = 0; k < K; ++k) {
-                ahead(P + k * kNR, kNR * sizeof(T));
+                prefetch_step(P + k * kNR, kNR * sizeof(T));
                 const __m512 xb = _mm512_set1_ps(x[k]);
                 a0 = _mm512_fmadd_ps(xb, load16(P + k * kNR), a0);
                 a1 = _mm512_fmadd_ps(xb, load16(P + k * kNR + 16), a1);
@@ -372,7 +373,7 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in turn, 8 rounds
 // alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles with it 53.6. There
 // the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9 against 48.7, 41.6 against
-// 47.3; q8_0 is faster with no prefetch at all: above), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI
+// 47.3; q8_0 is faster with no prefetch of every line: above), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI
 // one token's sums of a sub-block in 2 chains (chunks c mod 2, added at the end: the same integers), not 1 of 8
 // dependent vpdpbusd (as q8_0's): 12 rounds alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6
 // (4 chains: 53.7-56.3). Then each 4 KiB page's first line prefetched kTilePageAhead on (prefetch_page_start), well

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -32,7 +33,7 @@ volatile float g_sink;  // keeps the sums alive
 
 // The ways a pass reads (see pass()).
 constexpr isa::ReadWay kWays[] = {isa::ReadWay::plain, isa::ReadWay::prefetch_lines, isa::ReadWay::prefetch_pages};
-constexpr int kNumWays = 3;
+constexpr int kNumWays = int(std::size(kWays));
 
 }  // namespace
 
