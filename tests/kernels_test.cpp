@@ -182,10 +182,6 @@ TEST_P(Matmul, LongKAcrossBlocks) {
 // whichever one this CPU would choose, for each weight type, K odd (BF16's last pair on its own) and long enough to
 // cross pages, N not a multiple of the panel, 1 and 2 threads.
 TEST_P(Matmul, BothZen5TuningsGiveTheSameBits) {
-    struct Restore {
-        bool saved = zen5_tuning();
-        ~Restore() { use_zen5_tuning(saved); }
-    } restore;
     std::mt19937 rng(31);
     const int64_t N = 70, K = 2049;
     for (DType t : kTypes) {
@@ -196,7 +192,7 @@ TEST_P(Matmul, BothZen5TuningsGiveTheSameBits) {
             Threads scope(th);
             std::vector<float> out[2];
             for (bool zen : {false, true}) {
-                use_zen5_tuning(zen);
+                test::UseZen5Tuning tuning(zen);
                 out[zen].assign(size_t(N), -1.0f);
                 matmul(out[zen].data(), x.data(), packed.matrix(), 1);
             }

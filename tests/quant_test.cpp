@@ -465,10 +465,6 @@ TEST(QuantDot, BothZen5TuningsGiveTheSameBits) {
     const std::vector<std::string> variants = kernel_variants();
     if (std::find(variants.begin(), variants.end(), "avx512") == variants.end())
         GTEST_SKIP() << "no AVX-512 here: the tunings are the AVX-512 kernels'";
-    struct Restore {
-        bool saved = zen5_tuning();
-        ~Restore() { use_zen5_tuning(saved); }
-    } restore;
     std::mt19937 rng(9);
     const int64_t N = 48, K = 2048;
     for (QuantType t : kQuantTypes) {
@@ -483,7 +479,7 @@ TEST(QuantDot, BothZen5TuningsGiveTheSameBits) {
         for (const std::string& v : variants) {
             test::UseKernels scope(v);
             for (bool zen : {false, true}) {
-                use_zen5_tuning(zen);
+                test::UseZen5Tuning tuning(zen);
                 for (int64_t T = 1; T <= 7; ++T)
                     EXPECT_EQ(product(q.m, std::vector<float>(x.begin(), x.begin() + T * K), T), want[size_t(T)])
                         << v << " " << quant_name(t) << " zen5 tuning " << zen << " tokens " << T;

@@ -65,6 +65,16 @@ class UseKernels {
     std::string saved_;
 };
 
+// Takes the kernels' Zen 5 tuning or the other (use_zen5_tuning) for a scope.
+class UseZen5Tuning {
+   public:
+    explicit UseZen5Tuning(bool on) : saved_(zen5_tuning()) { use_zen5_tuning(on); }
+    ~UseZen5Tuning() { use_zen5_tuning(saved_); }
+
+   private:
+    bool saved_;
+};
+
 // A test suite that runs once per kernel variant this CPU supports (kernel_variants()): `class Suite : public
 // test::EveryKernel {};`, TEST_P(Suite, Name), then PL_FOR_EVERY_KERNEL(Suite). Test names end in the variant.
 class EveryKernel : public ::testing::TestWithParam<std::string> {

@@ -373,8 +373,8 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in turn, 8 rounds
 // alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles with it 53.6. There
 // the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9 against 48.7, 41.6 against
-// 47.3; q8_0 is faster with no prefetch of every line: above), and AVX2's q4_k no faster (41.3 against 41.7). And with VNNI
-// one token's sums of a sub-block in 2 chains (chunks c mod 2, added at the end: the same integers), not 1 of 8
+// 47.3; q8_0 is faster with no prefetch of every line: above), and AVX2's q4_k no faster (41.3 against 41.7). And with
+// VNNI one token's sums of a sub-block in 2 chains (chunks c mod 2, added at the end: the same integers), not 1 of 8
 // dependent vpdpbusd (as q8_0's): 12 rounds alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6
 // (4 chains: 53.7-56.3). Then each 4 KiB page's first line prefetched kTilePageAhead on (prefetch_page_start), well
 // past the L1 prefetches, so that the hardware's prefetcher is under way in a page before they reach it: every

@@ -22,9 +22,9 @@ class ReadBandwidthTest {
     // One timed pass: GB/s (1e9 bytes per second).
     double pass();
     // A timed pass over the next `bytes` of the buffer (whole 256-byte blocks, at least one, at most the buffer; no
-    // 64 MiB minimum), from where the last one stopped and on from the start when it reaches the end, and the same
-    // over the `bytes` after them, twice (the three ways of reading; the same bytes when `bytes` is the whole buffer):
-    // GB/s, the fastest.
+    // 64 MiB minimum), from where the last one stopped and on from the start when it reaches the end, one way of
+    // reading, then the next `bytes` the next way, and so on for the three (the same bytes when `bytes` is the whole
+    // buffer): GB/s, the fastest.
     // Between steps of other work, as long as the buffer is larger than the caches, each finds its bytes in memory.
     double pass(size_t bytes);
 
