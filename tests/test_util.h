@@ -45,35 +45,21 @@ inline double decode_bf16(uint16_t h) {
     return s ? -v : v;
 }
 
-// Sets the thread count (set_threads) for a scope.
-class Threads {
+// A setting of the kernels for a scope: Set(value) when made, Set(what Get() returned before) when destroyed.
+template <class T, auto Get, auto Set>
+class Scoped {
    public:
-    explicit Threads(int n) : saved_(thread_count()) { set_threads(n); }
-    ~Threads() { set_threads(saved_); }
+    explicit Scoped(const T& value) : saved_(Get()) { Set(value); }
+    ~Scoped() { Set(saved_); }
+    Scoped(const Scoped&) = delete;
+    Scoped& operator=(const Scoped&) = delete;
 
    private:
-    int saved_;
+    T saved_;
 };
-
-// Runs the kernels of variant `name` for a scope.
-class UseKernels {
-   public:
-    explicit UseKernels(const std::string& name) : saved_(kernels_isa()) { use_kernels(name); }
-    ~UseKernels() { use_kernels(saved_); }
-
-   private:
-    std::string saved_;
-};
-
-// Takes the kernels' Zen 5 tuning or the other (use_zen5_tuning) for a scope.
-class UseZen5Tuning {
-   public:
-    explicit UseZen5Tuning(bool on) : saved_(zen5_tuning()) { use_zen5_tuning(on); }
-    ~UseZen5Tuning() { use_zen5_tuning(saved_); }
-
-   private:
-    bool saved_;
-};
+using Threads = Scoped<int, thread_count, set_threads>;            // the thread count
+using UseKernels = Scoped<std::string, kernels_isa, use_kernels>;  // the kernel variant
+using UseZen5Tuning = Scoped<bool, zen5_tuning, use_zen5_tuning>;  // the AVX-512 kernels' tuning
 
 // A test suite that runs once per kernel variant this CPU supports (kernel_variants()): `class Suite : public
 // test::EveryKernel {};`, TEST_P(Suite, Name), then PL_FOR_EVERY_KERNEL(Suite). Test names end in the variant.

@@ -1,7 +1,6 @@
 #include "plainllama/kernels/attention.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "plainllama/kernels/kernels.h"
@@ -84,10 +83,7 @@ void attention(float* out, const float* q, const float* k_cache, const float* v_
         for (int64_t it = 0; it < items; ++it) item(it, 0);
         return;
     }
-    std::atomic<int64_t> next{0};  // the next item, handed out one at a time
-    team_run(int(threads), [&](int t) {
-        for (int64_t it; (it = next.fetch_add(1, std::memory_order_relaxed)) < items;) item(it, t);
-    });
+    team_for_each(int(threads), items, item);
 }
 
 }  // namespace plainllama

@@ -125,8 +125,17 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
     if (K % 2) dst[K] = 0;
 }
 
-// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead), or on Zen 5 (zen5(), asked
-// once per call) each 4 KiB page's first line alone (prefetch_page_start: see prefetch.inc).
+// f.template operator()<kZen5>() with kZen5 = zen5(), asked once per call: the tuning in use (kernels.h).
+template <class F>
+__attribute__((always_inline)) inline void tuned(const F& f) {
+    if (zen5())
+        f.template operator()<true>();
+    else
+        f.template operator()<false>();
+}
+
+// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead), or on Zen 5 (tuned) each 4 KiB
+// page's first line alone (prefetch_page_start: see prefetch.inc).
 template <bool kZen5, class T>
 __attribute__((always_inline)) inline void matvec_body(float* out, const float* x, const T* W, int64_t N, int64_t K,
                                                        int64_t p0, int64_t p1) {
@@ -176,10 +185,7 @@ __attribute__((always_inline)) inline void matvec_body(float* out, const float* 
 
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
-    if (zen5())
-        matvec_body<true>(out, x, W, N, K, p0, p1);
-    else
-        matvec_body<false>(out, x, W, N, K, p0, p1);
+    tuned([&]<bool kZen5>() __attribute__((always_inline)) { matvec_body<kZen5>(out, x, W, N, K, p0, p1); });
 }
 
 // r[i] = row i of a 16x16 block  ->  r[i] = column i.
@@ -255,19 +261,15 @@ __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_
     return load_line_ahead<__m512i, kL2>(p, ahead);
 }
 
-// The several-token kernels' groups (token_groups, quant.inc) in the tuning in use: f.template operator()<M, kZen5>(m0)
-// with kZen5 = zen5(), asked once per call.
+// The several-token kernels' groups (token_groups, quant.inc) in the tuning in use (tuned): f.template
+// operator()<M, kZen5>(m0).
 template <int kMax, class F>
 __attribute__((always_inline)) inline void tuned_token_groups(int n, const F& f) {
-    const auto groups = [&]<bool kZen5>() __attribute__((always_inline)) {
+    tuned([&]<bool kZen5>() __attribute__((always_inline)) {
         token_groups<kMax>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
             f.template operator()<M, kZen5>(m0);
         });
-    };
-    if (zen5())
-        groups.template operator()<true>();
-    else
-        groups.template operator()<false>();
+    });
 }
 
 // q4_k, 16 interleaved rows per tile (quant.h): each 64-byte load holds 4 weights of each of the 16 rows, so the

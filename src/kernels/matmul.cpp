@@ -86,12 +86,9 @@ void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
     int64_t t_step = (T_ + t_chunks - 1) / t_chunks;
     t_step = (t_step + kMR - 1) / kMR * kMR;
     t_chunks = (T_ + t_step - 1) / t_step;
-    std::atomic<int64_t> next{0};  // the next (output block, token chunk), handed out one at a time
-    team_run(int(threads), [&](int) {
-        for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_blocks * t_chunks;) {
-            const int64_t nb = i / t_chunks, tc = i % t_chunks;
-            tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
-        }
+    team_for_each(int(threads), n_blocks * t_chunks, [&](int64_t i, int) {  // i: (output block, token chunk)
+        const int64_t nb = i / t_chunks, tc = i % t_chunks;
+        tile(tc * t_step, std::min(T_, (tc + 1) * t_step), nb * kNR, std::min(kNR, N - nb * kNR));
     });
 }
 

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <iterator>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -33,7 +32,30 @@ volatile float g_sink;  // keeps the sums alive
 
 // The ways a pass reads (see pass()).
 constexpr isa::ReadWay kWays[] = {isa::ReadWay::plain, isa::ReadWay::prefetch_lines, isa::ReadWay::prefetch_pages};
-constexpr int kNumWays = int(std::size(kWays));
+
+// `sweeps` reads of the n floats of buffer p [n_total] from `first` on (on from the start past the end), every thread
+// its own slice, sum_stream's way `way`: GB/s.
+double timed_read(const float* p, size_t n_total, size_t first, size_t n, size_t sweeps, isa::ReadWay way) {
+    const isa::Kernels& ks = isa::active();
+    const int nt = thread_count();
+    std::vector<float> sums(size_t(nt), 0.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    team_run(nt, [&](int t) {
+        size_t b, e;
+        slice(n, t, nt, &b, &e);
+        b += first, e += first;
+        float sum = 0.0f;
+        for (size_t s = 0; s < sweeps; ++s) {
+            if (b < n_total) sum += ks.sum_stream(p + b, int64_t(std::min(e, n_total) - b), way);
+            if (e > n_total)
+                sum += ks.sum_stream(p + std::max(b, n_total) - n_total, int64_t(e - std::max(b, n_total)), way);
+        }
+        sums[size_t(t)] = sum;
+    });
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    g_sink = std::accumulate(sums.begin(), sums.end(), 0.0f);
+    return secs > 0 ? double(n * sizeof(float)) * double(sweeps) / secs / 1e9 : 0.0;
+}
 
 }  // namespace
 
@@ -59,44 +81,21 @@ ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
 
 ReadBandwidthTest::~ReadBandwidthTest() { std::free(p_); }
 
-// `sweeps` reads of the n floats from `first` on (on from the start past the end), every thread its own slice, one of
-// sum_stream's ways (kWays[way]): GB/s.
-double ReadBandwidthTest::timed_read(size_t first, size_t n, size_t sweeps, int way) {
-    const isa::Kernels& ks = isa::active();
-    const int nt = thread_count();
-    std::vector<float> sums(size_t(nt), 0.0f);
-    const auto t0 = std::chrono::steady_clock::now();
-    team_run(nt, [&](int t) {
-        size_t b, e;
-        slice(n, t, nt, &b, &e);
-        b += first, e += first;
-        float sum = 0.0f;
-        for (size_t s = 0; s < sweeps; ++s) {
-            if (b < n_) sum += ks.sum_stream(p_ + b, int64_t(std::min(e, n_) - b), kWays[way]);
-            if (e > n_) sum += ks.sum_stream(p_ + std::max(b, n_) - n_, int64_t(e - std::max(b, n_)), kWays[way]);
-        }
-        sums[size_t(t)] = sum;
-    });
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    g_sink = std::accumulate(sums.begin(), sums.end(), 0.0f);
-    return secs > 0 ? double(n * sizeof(float)) * double(sweeps) / secs / 1e9 : 0.0;
-}
-
 // Each pass reads the bytes three times, with plain loads, with a prefetch of every line and with one of each 4 KiB
 // page's first line, and reports the fastest: which reads fastest depends on the CPU (Zen 5, 1 thread, a read of as
 // many bytes as a TinyLlama Q4_K_M token each, 3 rounds: plain 26.2-32.7 GB/s, every line 21.8-26.5, page starts
 // 30.3-39.7; Intel's cores need the prefetches to keep the decode kernels streaming, see prefetch.inc).
 double ReadBandwidthTest::pass() {
     double gbs = 0.0;
-    for (int way = 0; way < kNumWays; ++way) gbs = std::max(gbs, timed_read(0, n_, sweeps_, way));
+    for (isa::ReadWay way : kWays) gbs = std::max(gbs, timed_read(p_, n_, 0, n_, sweeps_, way));
     return gbs;
 }
 
 double ReadBandwidthTest::pass(size_t bytes) {
     const size_t n = std::clamp<size_t>(bytes / sizeof(float) / kBlock, 1, n_ / kBlock) * kBlock;  // floats read
     double gbs = 0.0;
-    for (int way = 0; way < kNumWays; ++way) {  // each from where the last stopped: none finds another's bytes cached
-        gbs = std::max(gbs, timed_read(next_, n, 1, way));
+    for (isa::ReadWay way : kWays) {  // each from where the last stopped: none finds another's bytes cached
+        gbs = std::max(gbs, timed_read(p_, n_, next_, n, 1, way));
         next_ = (next_ + n) % n_;
     }
     return gbs;

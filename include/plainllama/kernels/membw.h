@@ -29,8 +29,6 @@ class ReadBandwidthTest {
     double pass(size_t bytes);
 
   private:
-    double timed_read(size_t first, size_t n, size_t sweeps, int way);  // way: 0 plain, 1 every line, 2 page starts
-
     float* p_ = nullptr;  // [n_]
     size_t n_ = 0, sweeps_ = 1;
     size_t next_ = 0;  // where pass(bytes) starts, in floats

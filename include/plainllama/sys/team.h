@@ -5,6 +5,9 @@
 // region, whatever OMP_WAIT_POLICY says); a round trip of a cache line between its cores is 0.5 us.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 namespace plainllama {
 
 // Runs f(t) for t in [0, n) and returns when all have returned: f(0) on the calling thread, the others on workers
@@ -15,6 +18,16 @@ void team_run(int n, void (*f)(void* ctx, int t), void* ctx);
 template <class F>
 void team_run(int n, const F& f) {
     team_run(n, [](void* ctx, int t) { (*static_cast<const F*>(ctx))(t); }, const_cast<F*>(&f));
+}
+
+// f(i, t) for every i in [0, n), in one step of nt parts (team_run: t is the part running it), the items handed out one
+// at a time from a shared counter, so a part that finishes early takes more.
+template <class F>
+void team_for_each(int nt, int64_t n, const F& f) {
+    std::atomic<int64_t> next{0};
+    team_run(nt, [&](int t) {
+        for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) f(i, t);
+    });
 }
 
 // Whether this thread is running a step's f(t) (a kernel there keeps to this thread).
