@@ -203,7 +203,8 @@ TEST_P(Matmul, BothZen5TuningsGiveTheSameBits) {
 }
 
 // matmul_many runs all its products in one tile space: each output equals matmul of that job alone, bit for
-// bit, for mixed types and sizes, decode and prefill, exact or not (unquantized: see QuantDot for quantized jobs).
+// bit, for mixed types and sizes, decode and prefill, exact or not (unquantized: see QuantDot for quantized jobs);
+// and naming the product that follows (MatmulNext, a prefetch hint) changes nothing.
 TEST_P(Matmul, ManyEqualsOneAtATime) {
     std::mt19937 rng(13);
     const int64_t K = 300;
@@ -230,6 +231,12 @@ TEST_P(Matmul, ManyEqualsOneAtATime) {
                 matmul_many(jobs.data(), int(jobs.size()), x.data(), T, exact);
                 for (size_t i = 0; i < W.size(); ++i)
                     ASSERT_EQ(many[i], one[i]) << "job " << i << " T " << T << " exact " << exact;
+                for (auto& m : many) std::fill(m.begin(), m.end(), -1.0f);
+                const MatmulJob next[2] = {jobs[2], jobs[0]};  // one step after another, as in a layer
+                matmul_many(jobs.data(), 2, x.data(), T, exact, {next, 2});
+                matmul_many(jobs.data() + 2, 2, x.data(), T, exact, {next, 1});
+                for (size_t i = 0; i < W.size(); ++i)
+                    ASSERT_EQ(many[i], one[i]) << "job " << i << " T " << T << " exact " << exact << ", hinted";
             }
 }
 

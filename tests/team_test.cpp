@@ -45,6 +45,24 @@ TEST(Team, EveryPartOnceTheFirstOnTheCaller) {
     EXPECT_FALSE(in_team_step());
 }
 
+// prefetch_after_step: a worker prefetches after its part (more ranges than kAfterStepRanges are dropped, the caller's
+// own and those outside a step ignored) and still takes every step after.
+TEST(Team, PrefetchesAfterAStepLeaveTheStepsAsTheyWere) {
+    std::vector<char> buf(size_t(1) << 20, 1);
+    prefetch_after_step(buf.data(), buf.size());  // outside a step: nothing
+    for (int n : {2, 3}) {
+        for (int step = 0; step < 500; ++step) {
+            std::vector<int> ran(size_t(n), 0);
+            team_run(n, [&](int t) {
+                ran[size_t(t)] += 1;
+                for (int i = 0; i < kAfterStepRanges + 2; ++i)
+                    prefetch_after_step(buf.data() + (size_t(step * 7 + t + i) << 14) % buf.size(), size_t(16) << 10);
+            });
+            for (int t = 0; t < n; ++t) ASSERT_EQ(ran[size_t(t)], 1) << "n " << n << " step " << step << " part " << t;
+        }
+    }
+}
+
 TEST(Team, AStepInsideAStepRunsOnItsCaller) {
     std::vector<std::thread::id> outer(2), inner(2 * 3);
     team_run(2, [&](int t) {

@@ -13,6 +13,7 @@
 
 #include "isa.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/sys/team.h"
 
 namespace plainllama {
 namespace {
@@ -39,6 +40,12 @@ constexpr int64_t kRowsChunkBytes = 256 << 10;
 // Decode: bytes at the start of each thread's share of the weights sent into L2 before it quantizes x, so that its
 // stream has begun by the time its kernels start (see matvec_many).
 constexpr int64_t kShareStartBytes = 16 << 10;
+// Decode: bytes at the start of each worker's share of the next product (MatmulNext) sent into its L2 after its part
+// of this one, while the caller runs the steps in between (the norms, RoPE, attention's start, SwiGLU: the memory
+// would idle). TinyLlama Q4_K_M, 2 threads, one process per variant in turn, medians of 40 tokens: decode 63.2-64.6
+// -> 65.3-66.7 GB/s at 192 KiB in 3 of 3 pairs; 128-256 KiB alike, 512 KiB no better than none (the L2's other
+// contents, and the worker's late start on attention). BF16 alike with and without.
+constexpr int64_t kNextShareBytes = 192 << 10;
 
 // kKC: a panel block [kKC][kNR] f32 (256 KiB) lives in L2, and fewer blocks mean fewer passes over the output tile
 // (2048 measured faster than 256 .. 1024).
@@ -223,23 +230,32 @@ class Shares {
     std::unique_ptr<Range[]> ranges_;
 };
 
-// The first `bytes` of panel p of the jobs' panels end to end (on into its matrix, not past it) on their way into L2.
+// The first `bytes` of panel p of the jobs' panels end to end (on into its matrix, not past it): f(start, bytes).
 // A quantized matrix holds the same bytes per row throughout, tiled or not (a q4_k tile is more than 16 rows of plain
 // blocks, so matrix_bytes of kPanel rows would be the tiled size); float ones are whole packed panels.
-void prefetch_panel(const MatmulJob* jobs, int n_jobs, int64_t K, int64_t p, int64_t bytes) {
+template <class F>
+void panel_start(const MatmulJob* jobs, int n_jobs, int64_t p, int64_t bytes, const F& f) {
     for (int i = 0; i < n_jobs; ++i) {
         const PackedMatrix& W = *jobs[i].W;
         if (p >= n_panels(W.N)) {
             p -= n_panels(W.N);
             continue;
         }
-        const int64_t total = int64_t(matrix_bytes(W.dtype, W.quant, W.N, K));
+        const int64_t total = int64_t(matrix_bytes(W.dtype, W.quant, W.N, W.K));
         const int64_t at = W.quant != QuantType::none ? p * kPanel * total / W.N
-                                                      : p * int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K));
-        const int64_t end = std::min(at + bytes, total);
-        for (int64_t o = at; o < end; o += 64) __builtin_prefetch(static_cast<const char*>(W.data) + o, 0, 2);
-        return;
+                                                      : p * int64_t(matrix_bytes(W.dtype, W.quant, kPanel, W.K));
+        return f(static_cast<const char*>(W.data) + at, size_t(std::min(at + bytes, total) - at));
     }
+}
+
+// Panels in all the jobs, and the threads that share them out in decode.
+int64_t total_panels(const MatmulJob* jobs, int n_jobs) {
+    int64_t panels = 0;
+    for (int i = 0; i < n_jobs; ++i) panels += n_panels(jobs[i].W->N);
+    return panels;
+}
+int decode_threads(int64_t panels, int64_t K, int64_t T_) {
+    return use_threads(panels * kPanel * K * T_ >= kParallelWork) ? thread_count() : 1;
 }
 
 // Decode, and several tokens with quantized weights: out_i[t] = W_i x[t] for every job and token, in one team
@@ -247,14 +263,18 @@ void prefetch_panel(const MatmulJob* jobs, int n_jobs, int64_t K, int64_t p, int
 // once; with several tokens, runs of about kRowsChunkBytes of them, each for every token before the next. Each output
 // is computed as for the token alone (the same kernel, or the several-token kernel, which repeats its steps per
 // token), so the same bits whichever thread computes it.
-void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, int64_t K) {
-    int64_t panels = 0, panel_bytes = 1;
+void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const float* x, int64_t T_, int64_t K,
+                 MatmulNext next) {
+    const int64_t panels = total_panels(jobs, n_jobs);
+    int64_t panel_bytes = 1;
     for (int i = 0; i < n_jobs; ++i) {
         const PackedMatrix& W = *jobs[i].W;
-        panels += n_panels(W.N);
         panel_bytes = std::max<int64_t>(panel_bytes, int64_t(matrix_bytes(W.dtype, W.quant, kPanel, K)));
     }
-    const int nt = use_threads(panels * kPanel * K * T_ >= kParallelWork) ? thread_count() : 1;
+    const int nt = decode_threads(panels, K, T_);
+    // the next product's shares, for its workers to prefetch (T_ == 1)
+    const int64_t next_panels = T_ == 1 && next.n_jobs > 0 ? total_panels(next.jobs, next.n_jobs) : 0;
+    const int next_nt = next_panels > 0 ? decode_threads(next_panels, next.jobs[0].W->K, 1) : 1;
     Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes));
     // Decode: every thread quantizes x itself (the same bytes) rather than one before the step while the others
     // wait: the same time before the first weights are read, with no barrier. 2 threads, a q4_k [2048, 2048] or
@@ -266,7 +286,10 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
     // 20 sittings (q4_k [2048, 2048] and [2048, 5632], q6_k and BF16 [2048, 2048]); 8 KiB less, 32-64 KiB no more.
     const QuantizedX shared_xq = T_ > 1 ? quantize_x(ks, jobs, n_jobs, x, T_, K) : QuantizedX{};
     auto run = [&](int t) {  // thread t of nt
-        if (T_ == 1) prefetch_panel(jobs, n_jobs, K, Shares::start(panels, nt, t), kShareStartBytes);
+        if (T_ == 1)
+            panel_start(jobs, n_jobs, Shares::start(panels, nt, t), kShareStartBytes, [](const char* p, size_t n) {
+                for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 2);
+            });
         const QuantizedX xq = T_ > 1 ? shared_xq : quantize_x(ks, jobs, n_jobs, x, T_, K);
         int64_t g0, g1;
         while (shares.next(t, &g0, &g1)) {
@@ -277,6 +300,9 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
                 base += np;
             }
         }
+        if (t > 0 && t < next_nt)  // worker t runs part t of the next step too
+            panel_start(next.jobs, next.n_jobs, Shares::start(next_panels, next_nt, t), kNextShareBytes,
+                        prefetch_after_step);
     };
     team_run(nt, run);
 }
@@ -418,15 +444,15 @@ float* isa::thread_buffer(size_t n) {
     return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t(63));
 }
 
-void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact) {
+void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact, MatmulNext next) {
     const MatmulJob job{out, &W};
-    matmul_many(&job, 1, x, T, exact);
+    matmul_many(&job, 1, x, T, exact, next);
 }
 
-void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact) {
+void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact, MatmulNext next) {
     if (T < 1 || n_jobs < 1) return;
     const Kernels& ks = isa::active();
-    if (T == 1) return matvec_many(ks, jobs, n_jobs, x, 1, jobs[0].W->K);
+    if (T == 1) return matvec_many(ks, jobs, n_jobs, x, 1, jobs[0].W->K, next);
     // Quantized weights and a few tokens (a chat turn, the server's step): dequantizing every block for the GEMM
     // costs more than decode's integer products for each token.
     // Products of tiled matrices alone stay integer at any length (the several-token kernels): faster than the GEMM
@@ -437,7 +463,7 @@ void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, b
         quantized = quantized || W.quant != QuantType::none;
         all_tiled = all_tiled && tiled(W.quant, W.N);
     }
-    if (quantized && (T < kQuantGemmRows || all_tiled)) return matvec_many(ks, jobs, n_jobs, x, T, jobs[0].W->K);
+    if (quantized && (T < kQuantGemmRows || all_tiled)) return matvec_many(ks, jobs, n_jobs, x, T, jobs[0].W->K, {});
     gemm_many(ks, jobs, n_jobs, x, T, exact);
 }
 

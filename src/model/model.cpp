@@ -271,18 +271,36 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
                        static_cast<const uint8_t*>(w.embed_tokens.data) + tokens[t] * H * int64_t(dtype_size(w.embed_tokens.dtype)),
                        w.embed_tokens.dtype, H);
 
+    // Layer l's products, in the order they run (o_proj and down_proj write proj_): each call names the next, so that
+    // decode's workers prefetch its start meanwhile (MatmulNext).
+    struct LayerJobs {
+        MatmulJob qkv[3], o[1], gate_up[2], down[1];
+    };
+    auto layer_jobs = [&](int64_t l) {
+        const LayerWeights& L = w.layers[size_t(l)];
+        return LayerJobs{{{q_.data(), &L.q_proj.packed}, {k_.data(), &L.k_proj.packed}, {v_.data(), &L.v_proj.packed}},
+                         {{proj_.data(), &L.o_proj.packed}},
+                         {{gate_.data(), &L.gate_proj.packed}, {up_.data(), &L.up_proj.packed}},
+                         {{proj_.data(), &L.down_proj.packed}}};
+    };
+    const MatmulJob head[1] = {{logits, &w.lm_head.packed}};
+    LayerJobs following = layer_jobs(0);
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
         if (abort && abort()) return false;  // this batch's K/V rows written so far are past n_past_: unused
         const LayerWeights& L = w.layers[size_t(l)];
+        const LayerJobs J = following;
+        MatmulNext after_down{logits ? head : nullptr, logits ? 1 : 0};  // the last layer's: lm_head, if it runs
+        if (l + 1 < c.num_hidden_layers) {
+            following = layer_jobs(l + 1);
+            after_down = {following.qkv, 3};
+        }
         // sequence s's caches of this layer: key panels (see attention.h), values [nkv, n_ctx, hd]
         auto Kc = [&](int s) { return &k_cache_[size_t((l * n_seq + s) * kvd * key_cache_positions(n_ctx_))]; };
         auto Vc = [&](int s) { return &v_cache_[size_t((l * n_seq + s) * kvd * n_ctx_)]; };
 
         // Attention.
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.input_layernorm.data, L.input_layernorm.dtype, T, H, eps);
-        const MatmulJob qkv[3] = {{q_.data(), &L.q_proj.packed}, {k_.data(), &L.k_proj.packed},
-                                  {v_.data(), &L.v_proj.packed}};
-        matmul_many(qkv, 3, xn_.data(), T, exact_);
+        matmul_many(J.qkv, 3, xn_.data(), T, exact_, {J.o, 1});
         parallel_for(T, T * (qd + kvd) >= kParallelWork, [&](int64_t t) {
             const int64_t pos = row_pos[size_t(t)];
             const float* cs = &rope_cos_[size_t(pos * half)];
@@ -299,16 +317,15 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
         for (const Span& sp : spans)
             attention(&att_[size_t(sp.row0 * qd)], &q_[size_t(sp.row0 * qd)], Kc(sp.seq), Vc(sp.seq), sp.n,
                       n_past_[size_t(sp.seq)], nh, nkv, hd, n_ctx_, scratch_.data());
-        matmul(proj_.data(), att_.data(), L.o_proj.packed, T, exact_);
+        matmul_many(J.o, 1, att_.data(), T, exact_, {J.gate_up, 2});
         add_inplace(x_.data(), proj_.data(), T * H);
 
         // SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.post_attention_layernorm.data, L.post_attention_layernorm.dtype,
                 T, H, eps);
-        const MatmulJob gate_up[2] = {{gate_.data(), &L.gate_proj.packed}, {up_.data(), &L.up_proj.packed}};
-        matmul_many(gate_up, 2, xn_.data(), T, exact_);
+        matmul_many(J.gate_up, 2, xn_.data(), T, exact_, {J.down, 1});
         silu_mul(gate_.data(), up_.data(), T * F);
-        matmul(proj_.data(), gate_.data(), L.down_proj.packed, T, exact_);
+        matmul_many(J.down, 1, gate_.data(), T, exact_, after_down);
         add_inplace(x_.data(), proj_.data(), T * H);
     }
     for (const Span& sp : spans) n_past_[size_t(sp.seq)] += sp.n;

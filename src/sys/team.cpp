@@ -22,6 +22,21 @@ namespace plainllama {
 namespace {
 
 thread_local bool t_in_step = false;
+thread_local bool t_worker = false;
+
+// What this worker prefetches after its part of the current step (prefetch_after_step).
+struct Range {
+    const char* p;
+    size_t bytes;
+};
+thread_local Range t_after[kAfterStepRanges];
+thread_local int t_n_after = 0;
+
+void prefetch_after() {
+    for (int i = 0; i < t_n_after; ++i)
+        for (size_t o = 0; o < t_after[i].bytes; o += 64) __builtin_prefetch(t_after[i].p + o, 0, 2);
+    t_n_after = 0;
+}
 
 // How long an idle worker spins before it sleeps: longer than the gaps between the steps of a token (the one-thread
 // steps between two products, sampling between tokens: tens of microseconds), short enough that a worker gives its
@@ -99,6 +114,7 @@ class Team {
 
     [[noreturn]] void work(Worker* w, int id) {
         t_in_step = true;  // a worker runs nothing but parts of steps
+        t_worker = true;
         for (uint64_t seen = 0;;) {
             seen = next_step(w, seen);
             try {
@@ -108,6 +124,7 @@ class Team {
                 if (!error_) error_ = std::current_exception();
             }
             pending_.fetch_sub(1, std::memory_order_release);
+            prefetch_after();
         }
     }
 
@@ -154,5 +171,9 @@ void team_run(int n, void (*f)(void* ctx, int t), void* ctx) {
 }
 
 bool in_team_step() { return t_in_step; }
+
+void prefetch_after_step(const void* p, size_t bytes) {
+    if (t_worker && t_n_after < kAfterStepRanges) t_after[t_n_after++] = {static_cast<const char*>(p), bytes};
+}
 
 }  // namespace plainllama

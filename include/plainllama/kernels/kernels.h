@@ -129,7 +129,15 @@ class PackedWeight {
 // prefill exactly. The one exception: BF16 weights with T > 1 unless `exact` round x to BF16 so that
 // AVX512_BF16's vdpbf16ps (exact products, f32 sums, twice the f32 FMA rate) can run, as llama.cpp does for
 // BF16 weights; the extra error is at most 2^-8 * sum_k |x[t, k] W[r, k]|.
-void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact = false);
+struct MatmulJob;
+// The product that follows this one, when the caller knows it (decode: the next matrices of the layer, or the next
+// layer's): with T == 1 the team's workers, their parts of this product done, send the start of their shares of that
+// one into L2 while the caller runs the steps in between (team.h's prefetch_after_step). A hint: results never change.
+struct MatmulNext {
+    const MatmulJob* jobs = nullptr;
+    int n_jobs = 0;
+};
+void matmul(float* out, const float* x, const PackedMatrix& W, int64_t T, bool exact = false, MatmulNext next = {});
 
 // Several products of the same input x [T, K] (every W_i has that K): jobs[i].out [T, N_i] = x W_i^T, the
 // panels of all W_i split over the threads in one team step (one barrier instead of one per matrix). Each
@@ -140,7 +148,8 @@ struct MatmulJob {
     float* out;
     const PackedMatrix* W;
 };
-void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact = false);
+void matmul_many(const MatmulJob* jobs, int n_jobs, const float* x, int64_t T, bool exact = false,
+                 MatmulNext next = {});
 
 // A row-major f32 operand (attention's values), summed in the same order as matmul (one fma chain over k):
 // out [T, N] = x [T, K] B with B [K, N], x's rows ldx (>= K) apart.
