@@ -485,9 +485,9 @@ void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 template <bool kZen5>
 __attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* T, int h, int c, size_t ahead, __m512i q[4]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-    const __m512i A = load_ahead<!kZen5>(T + 288 + 64 * (16 * h + c), ahead);
-    const __m512i B = load_ahead<!kZen5>(T + 288 + 64 * (16 * h + 8 + c), ahead);
-    const __m512i H = load_ahead<!kZen5>(T + 2336 + 64 * (8 * h + c), ahead);
+    const __m512i A = load_ahead<!kZen5>(T + q6_ql_line(16 * h + c), ahead);
+    const __m512i B = load_ahead<!kZen5>(T + q6_ql_line(16 * h + 8 + c), ahead);
+    const __m512i H = load_ahead<!kZen5>(T + q6_qh_line(8 * h + c), ahead);
     // (lo & 0x0F) | hi, hi the high 2 bits already in bits 4-5: one vpternlogd (0xEC: (a & c) | b)
     auto join = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC); };
     q[0] = join(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45));
@@ -515,7 +515,10 @@ __attribute__((always_inline)) inline __m512i q6_k_scaled(__m512i s, __m512i sc,
 // TinyLlama Q6_K, 2 threads, every decode product of a token, variants in turn in one process, medians of 8-10, read
 // 58 GB/s: 42.4-42.6 GB/s with the L1 and L2 prefetches -> 47.9-48.5 (16 KiB; 12-24 KiB 46.9-47.9; the L1 prefetch
 // alone without the page starts 40.6, the page starts beside the L2 prefetch 44.6); Q4_K_M's products (a quarter of
-// its bytes q6_k) 52.2 -> 53.7.
+// its bytes q6_k) 52.2 -> 53.7. Then the tile's lines in the order read (quant.h: one stream, not three), each build
+// in turn, whole decode tokens, a read of as many bytes in the same process: Q6_K 56.5-61.4 -> 60.4-65.8 GB/s in 4
+// of 4 (74-84% -> 80-86% of the read, 72-78 GB/s), Q4_K_M 58.8-62.1 -> 60.1-63.9 in 4 of 5 (75-79% -> 78-88%);
+// the L1 prefetch 1, 3 or 4 tiles on 58.9, 67.1 and 64.3 against 67.0 at 2, plain loads 42.8-44.0.
 template <class Dot4, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const uint8_t* W, int64_t K,
                                                                const BlockQ8x256* x, int64_t g0, int64_t g1) {

@@ -66,8 +66,8 @@ void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb) {
             if (t == QuantType::q6_k) {
                 std::memcpy(tiles + 2 * r, blk + 208, 2);
                 for (int j = 0; j < 16; ++j) tiles[32 + 16 * j + r] = blk[192 + j];
-                for (int k = 0; k < 32; ++k) std::memcpy(tiles + 288 + 64 * k + 4 * r, blk + 4 * k, 4);         // ql
-                for (int k = 0; k < 16; ++k) std::memcpy(tiles + 2336 + 64 * k + 4 * r, blk + 128 + 4 * k, 4);  // qh
+                for (int k = 0; k < 32; ++k) std::memcpy(tiles + q6_ql_line(k) + 4 * r, blk + 4 * k, 4);         // ql
+                for (int k = 0; k < 16; ++k) std::memcpy(tiles + q6_qh_line(k) + 4 * r, blk + 128 + 4 * k, 4);  // qh
                 continue;
             }
             std::memcpy(tiles + 2 * r, blk, 2);
@@ -88,8 +88,8 @@ void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, in
         if (t == QuantType::q6_k) {
             std::memcpy(dst + 208, tiles + 2 * r, 2);
             for (int j = 0; j < 16; ++j) dst[192 + j] = tiles[32 + 16 * j + r];
-            for (int k = 0; k < 32; ++k) std::memcpy(dst + 4 * k, tiles + 288 + 64 * k + 4 * r, 4);
-            for (int k = 0; k < 16; ++k) std::memcpy(dst + 128 + 4 * k, tiles + 2336 + 64 * k + 4 * r, 4);
+            for (int k = 0; k < 32; ++k) std::memcpy(dst + 4 * k, tiles + q6_ql_line(k) + 4 * r, 4);
+            for (int k = 0; k < 16; ++k) std::memcpy(dst + 128 + 4 * k, tiles + q6_qh_line(k) + 4 * r, 4);
             continue;
         }
         std::memcpy(dst, tiles + 2 * r, 2);

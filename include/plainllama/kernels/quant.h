@@ -46,9 +46,15 @@ void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
 //   q8_0 (544 bytes)   d[16] (fp16); qs[8][16][4]: q + 128 (u8) of weights 4c .. 4c+3
 //   q4_k (2368 bytes)  d[16], dmin[16] (fp16); sc[8][16], m[8][16] (the 6-bit scales and mins, a byte each,
 //                      [sub-block][row]); qs[4][8][16][4]: row r's qs[32 gr + 4 c ..] for 64-weight group gr
-//   q6_k (3360 bytes)  d[16] (fp16); sc[16][16] ([sub-block][row]); ql[2][16][16][4]: row r's ql[64 h + 4 c ..] for
-//                      half h; qh[2][8][16][4]: row r's qh[32 h + 4 c ..]
+//   q6_k (3360 bytes)  d[16] (fp16); sc[16][16] ([sub-block][row]); then per half h and chunk c < 8, the three
+//                      64-byte lines decode reads together, one after another (q6_ql_line, q6_qh_line): row r's
+//                      ql[64 h + 4 c ..], ql[64 h + 32 + 4 c ..] and qh[32 h + 4 c ..]
 constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048, kQ6x16Tile = 32 + 256 + 2048 + 1024;
+// Where a q6_k tile holds its ql line k (0 .. 31: the rows' ql[4 k ..], half k / 16, chunk k % 16) and its qh line k
+// (0 .. 15: qh[4 k ..], half k / 8, chunk k % 8), so that lines 16 h + c and 16 h + 8 + c of ql and line 8 h + c of qh
+// follow one another in the order the kernels read them (one stream per tile, not three).
+constexpr size_t q6_ql_line(int k) { return 288 + 192 * (8 * (k / 16) + k % 8) + 64 * (k % 16 / 8); }
+constexpr size_t q6_qh_line(int k) { return 288 + 192 * k + 128; }
 bool tiled(QuantType t, int64_t N);  // any format, N a multiple of 16
 size_t tile_bytes(QuantType t);      // of a tiled format
 // Bytes of a quantized [N, K] matrix in memory (rows of blocks, or tiles).
