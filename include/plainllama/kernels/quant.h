@@ -50,9 +50,9 @@ void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
 //                      64-byte lines decode reads together, one after another (q6_ql_line, q6_qh_line): row r's
 //                      ql[64 h + 4 c ..], ql[64 h + 32 + 4 c ..] and qh[32 h + 4 c ..]
 constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048, kQ6x16Tile = 32 + 256 + 2048 + 1024;
-// Where a q6_k tile holds its ql line k (0 .. 31: the rows' ql[4 k ..], half k / 16, chunk k % 16) and its qh line k
-// (0 .. 15: qh[4 k ..], half k / 8, chunk k % 8), so that lines 16 h + c and 16 h + 8 + c of ql and line 8 h + c of qh
-// follow one another in the order the kernels read them (one stream per tile, not three).
+// Where a q6_k tile holds its ql line k (0 .. 31: the rows' ql[4 k ..]) and its qh line k (0 .. 15: the rows'
+// qh[4 k ..]), so that for half h and chunk c < 8 lines 16 h + c and 16 h + 8 + c of ql and line 8 h + c of qh follow
+// one another in the order the kernels read them (one stream per tile, not three).
 constexpr size_t q6_ql_line(int k) { return 288 + 192 * (8 * (k / 16) + k % 8) + 64 * (k % 16 / 8); }
 constexpr size_t q6_qh_line(int k) { return 288 + 192 * k + 128; }
 bool tiled(QuantType t, int64_t N);  // any format, N a multiple of 16
