@@ -204,12 +204,14 @@ TEST_P(Matmul, BothZen5TuningsGiveTheSameBits) {
 
 // matmul_many runs all its products in one tile space: each output equals matmul of that job alone, bit for
 // bit, for mixed types and sizes, decode and prefill, exact or not (unquantized: see QuantDot for quantized jobs);
-// and naming the product that follows (MatmulNext, a prefetch hint) changes nothing.
+// and naming the product that follows (MatmulNext, a prefetch hint) changes nothing. Jobs 0 and 2 are large enough
+// (15 and 14 panels of 32 rows at K = 300: at least kParallelWork) that decode with 2 threads splits both hinted
+// steps, so the worker takes the hint (prefetch_after_step) after its part.
 TEST_P(Matmul, ManyEqualsOneAtATime) {
     std::mt19937 rng(13);
     const int64_t K = 300;
     const std::vector<std::pair<DType, int64_t>> shapes = {
-        {DType::F16, 70}, {DType::F32, 5}, {DType::BF16, 64}, {DType::F32, 33}};
+        {DType::F16, 450}, {DType::F32, 5}, {DType::BF16, 448}, {DType::F32, 33}};
     std::vector<PackedWeight> W;
     for (const auto& [t, N] : shapes) {
         const auto w = random_weights(t, size_t(N * K), rng);
@@ -232,9 +234,9 @@ TEST_P(Matmul, ManyEqualsOneAtATime) {
                 for (size_t i = 0; i < W.size(); ++i)
                     ASSERT_EQ(many[i], one[i]) << "job " << i << " T " << T << " exact " << exact;
                 for (auto& m : many) std::fill(m.begin(), m.end(), -1.0f);
-                const MatmulJob next[2] = {jobs[2], jobs[0]};  // one step after another, as in a layer
-                matmul_many(jobs.data(), 2, x.data(), T, exact, {next, 2});
-                matmul_many(jobs.data() + 2, 2, x.data(), T, exact, {next, 1});
+                // one step after another, each naming the next, as in a layer: jobs 0-1, then 2-3, then 0-1 again
+                matmul_many(jobs.data(), 2, x.data(), T, exact, {jobs.data() + 2, 2});
+                matmul_many(jobs.data() + 2, 2, x.data(), T, exact, {jobs.data(), 2});
                 for (size_t i = 0; i < W.size(); ++i)
                     ASSERT_EQ(many[i], one[i]) << "job " << i << " T " << T << " exact " << exact << ", hinted";
             }

@@ -300,7 +300,7 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
                 base += np;
             }
         }
-        if (t > 0 && t < next_nt)  // worker t runs part t of the next step too
+        if (t > 0 && t < next_nt)  // worker t runs part t of the next step too (when the team runs it: a hint)
             panel_start(next.jobs, next.n_jobs, Shares::start(next_panels, next_nt, t), kNextShareBytes,
                         prefetch_after_step);
     };

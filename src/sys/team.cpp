@@ -32,6 +32,8 @@ struct Range {
 thread_local Range t_after[kAfterStepRanges];
 thread_local int t_n_after = 0;
 
+// (The ranges may have been freed by the time they are prefetched, as a test's matrices right after its call: a
+// prefetch never faults.)
 void prefetch_after() {
     for (int i = 0; i < t_n_after; ++i)
         for (size_t o = 0; o < t_after[i].bytes; o += 64) __builtin_prefetch(t_after[i].p + o, 0, 2);

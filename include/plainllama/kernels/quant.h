@@ -55,6 +55,9 @@ constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048, kQ6x16Tile
 // one another in the order the kernels read them (one stream per tile, not three).
 constexpr size_t q6_ql_line(int k) { return 288 + 192 * (8 * (k / 16) + k % 8) + 64 * (k % 16 / 8); }
 constexpr size_t q6_qh_line(int k) { return 288 + 192 * k + 128; }
+static_assert(q6_ql_line(0) == 288 && q6_ql_line(8) == 288 + 64 && q6_qh_line(0) == 288 + 128 &&
+                  q6_ql_line(31) + 64 == q6_qh_line(15) && q6_qh_line(15) + 64 == kQ6x16Tile,
+              "the 48 lines fill the tile after its header, 3 per chunk");
 bool tiled(QuantType t, int64_t N);  // any format, N a multiple of 16
 size_t tile_bytes(QuantType t);      // of a tiled format
 // Bytes of a quantized [N, K] matrix in memory (rows of blocks, or tiles).
