@@ -32,9 +32,9 @@ void team_for_each(int nt, int64_t n, const F& f) {
 }
 
 // From a part of a step: [p, p + bytes) sent on its way into this core's L2 once the part has returned and this worker
-// has reported it done (other parts may still run), before it waits for its next step (so the caller goes on
-// meanwhile; the next step's part starts when the prefetches are issued). A hint for what this thread will read next; on the calling thread (part 0), and outside
-// a step, nothing. At most kAfterStepRanges ranges per part (more are dropped).
+// has reported it done (other parts may still run), before it waits for its next step (so the caller goes on meanwhile;
+// the next step's part starts when the prefetches are issued). A hint for what this thread will read next; on the
+// calling thread (part 0), and outside a step, nothing. At most kAfterStepRanges ranges per part (more are dropped).
 constexpr int kAfterStepRanges = 4;
 void prefetch_after_step(const void* p, size_t bytes);
 
