@@ -383,14 +383,20 @@ TEST(QuantFormat, TilesHoldTheRows) {
         std::vector<uint8_t> back(size_t(nb * bb));
         for (int64_t r = 0; r < N; ++r) {
             const uint8_t* tiles = static_cast<const uint8_t*>(q.m.data) + size_t(r / 16 * nb) * tile_bytes(t);
-            deinterleave(t, back.data(), tiles, r % 16, 0, nb);
+            deinterleave(t, back.data(), tiles, r % 16, 0, nb, r / 16 * nb);
             ASSERT_EQ(std::memcmp(back.data(), q.row(r), back.size()), 0) << quant_name(t) << " row " << r;
-            deinterleave(t, back.data(), tiles, r % 16, 1, 2);  // a range of blocks
+            deinterleave(t, back.data(), tiles, r % 16, 1, 2, r / 16 * nb);  // a range of blocks
             ASSERT_EQ(std::memcmp(back.data(), q.row(r) + bb, size_t(2 * bb)), 0) << quant_name(t) << " row " << r;
         }
         PackedWeights store((matrix_bytes(DType::U8, t, N, K) + 63) / 64 * 64);
         const PackedMatrix loaded = store.add_quantized(q.gguf.data(), t, N, K);
         EXPECT_EQ(std::memcmp(loaded.data, q.m.data, matrix_bytes(DType::U8, t, N, K)), 0) << quant_name(t);
+        // Every matrix begins on a cache line, and so does every q6_k tile's body, whichever end its d[16] takes.
+        const auto at = reinterpret_cast<uintptr_t>(loaded.data);
+        EXPECT_EQ(at % 64, 0u) << quant_name(t);
+        if (t == QuantType::q6_k) {
+            for (int64_t i = 0; i < N / 16 * nb; ++i) EXPECT_EQ((at + i * tile_bytes(t) + q6_body(i)) % 64, 0u) << i;
+        }
     }
 }
 

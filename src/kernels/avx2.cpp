@@ -371,7 +371,8 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
         __m256 acc[2][M];  // rows 8 r8 .. 8 r8 + 7
         for (int m = 0; m < M; ++m) acc[0][m] = acc[1][m] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* T = W + size_t(g * nb + b) * kQ6x16Tile;
+            const int64_t i = g * nb + b;  // the tile's index
+            const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
             constexpr size_t ahead = 2 * kQ6x16Tile;
             prefetch(T, ahead, 288);
             for (int r8 = 0; r8 < 2; ++r8) {
@@ -383,9 +384,9 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                         for (int m = 0; m < M; ++m)
                             for (int k = 0; k < 4; ++k) s[m][k] = _mm256_setzero_si256();
                         for (int c = 4 * half; c < 4 * half + 4; ++c) {
-                            const __m256i A = load_ahead(T + q6_ql_line(16 * h + c) + 32 * r8, ahead);
-                            const __m256i B = load_ahead(T + q6_ql_line(16 * h + 8 + c) + 32 * r8, ahead);
-                            const __m256i H = load_ahead(T + q6_qh_line(8 * h + c) + 32 * r8, ahead);
+                            const __m256i A = load_ahead(body + q6_ql_line(16 * h + c) + 32 * r8, ahead);
+                            const __m256i B = load_ahead(body + q6_ql_line(16 * h + 8 + c) + 32 * r8, ahead);
+                            const __m256i H = load_ahead(body + q6_qh_line(8 * h + c) + 32 * r8, ahead);
                             const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(A, low4),
                                                                   _mm256_and_si256(_mm256_slli_epi16(H, 4), bits45)),
                                                   _mm256_or_si256(_mm256_and_si256(B, low4),
@@ -401,7 +402,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                         for (int k = 0; k < 4; ++k) {
                             const int j = 8 * h + 2 * k + half;
                             const __m256i sc = _mm256_cvtepi8_epi32(
-                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(T + 32 + 16 * j + 8 * r8)));
+                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(body + 16 * j + 8 * r8)));
                             for (int m = 0; m < M; ++m) {
                                 const __m256i centred =
                                     _mm256_sub_epi32(s[m][k], _mm256_set1_epi32(32 * x[m * ldx + b].bsums[j]));
@@ -409,7 +410,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                             }
                         }
                     }
-                const __m256 dw = load_half8(T + 16 * r8);
+                const __m256 dw = load_half8(T + q6_d(i) + 16 * r8);
                 for (int m = 0; m < M; ++m) {
                     const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(x[m * ldx + b].d));
                     acc[r8][m] = _mm256_add_ps(acc[r8][m], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[m])));

@@ -481,14 +481,14 @@ void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
     });
 }
 
-// The four quarters' 6-bit values (0 .. 63) of chunk c of half h of a q6_k tile: ql chunks c and 8 + c, qh chunk c,
-// each load with its prefetch `ahead` bytes on (kZen5: into L1 alone, as q4_k's).
+// The four quarters' 6-bit values (0 .. 63) of chunk c of half h of a q6_k tile's body: ql chunks c and 8 + c, qh
+// chunk c, each load with its prefetch `ahead` bytes on (kZen5: into L1 alone, as q4_k's).
 template <bool kZen5>
-__attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* T, int h, int c, size_t ahead, __m512i q[4]) {
+__attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* body, int h, int c, size_t ahead, __m512i q[4]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-    const __m512i A = load_ahead<!kZen5>(T + q6_ql_line(16 * h + c), ahead);
-    const __m512i B = load_ahead<!kZen5>(T + q6_ql_line(16 * h + 8 + c), ahead);
-    const __m512i H = load_ahead<!kZen5>(T + q6_qh_line(8 * h + c), ahead);
+    const __m512i A = load_ahead<!kZen5>(body + q6_ql_line(16 * h + c), ahead);
+    const __m512i B = load_ahead<!kZen5>(body + q6_ql_line(16 * h + 8 + c), ahead);
+    const __m512i H = load_ahead<!kZen5>(body + q6_qh_line(8 * h + c), ahead);
     // (lo & 0x0F) | hi, hi the high 2 bits already in bits 4-5: one vpternlogd (0xEC: (a & c) | b)
     auto join = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC); };
     q[0] = join(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45));
@@ -497,9 +497,13 @@ __attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* T, int h, i
     q[3] = join(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), bits45));
 }
 
-// The 16 rows' scales of sub-block j of a q6_k tile, as int32 lanes.
-__attribute__((always_inline)) inline __m512i q6_k_scales(const uint8_t* T, int j) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 32 + 16 * j)));
+// The 16 rows' scales of sub-block j of a q6_k tile's body, as int32 lanes.
+__attribute__((always_inline)) inline __m512i q6_k_scales(const uint8_t* body, int j) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(body + 16 * j)));
+}
+// The 16 rows' d of q6_k tile i at T, as f32 lanes.
+__attribute__((always_inline)) inline __m512 q6_k_d(const uint8_t* T, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + q6_d(i))));
 }
 // A sub-block's sums s (each row's q . x, q the 6-bit values 0 .. 63) as the rows' integer products: (s - 32 sum(x))
 // times the rows' scales sc, bsum = sum(x) over the sub-block.
@@ -519,7 +523,12 @@ __attribute__((always_inline)) inline __m512i q6_k_scaled(__m512i s, __m512i sc,
 // its bytes q6_k) 52.2 -> 53.7. Then the tile's lines in the order read (quant.h: one stream, not three), each build
 // in turn, whole decode tokens, a read of as many bytes in the same process: Q6_K 56.5-61.4 -> 60.4-65.8 GB/s in 4
 // of 4 (74-84% -> 80-86% of the read, 72-78 GB/s), Q4_K_M 58.8-62.1 -> 60.1-63.9 in 4 of 5 (75-79% -> 78-88%);
-// the L1 prefetch 1, 3 or 4 tiles on 58.9, 67.1 and 64.3 against 67.0 at 2, plain loads 42.8-44.0.
+// the L1 prefetch 1, 3 or 4 tiles on 58.9, 67.1 and 64.3 against 67.0 at 2, plain loads 42.8-44.0. Then every body on
+// whole cache lines (quant.h: d[16] at one end or the other; half the tiles' loads had straddled two lines) and the
+// halves unrolled (each load at a constant offset from the body, not one computed per chunk): Q6_K, 12 runs in one
+// process, variants in turn: 55.0-61.3 -> 62.3-65.6 GB/s at a read of 74-78 and 31.1-31.5 -> 35.5-37.1 at 41, 7-18%
+// faster in 12 of 12 (the unrolled halves alone: 4-15%); then each build in turn, 4 of 4: 54.4-55.9 -> 59.8-61.1 GB/s
+// (78-86% -> 83-88% of a read of 63-73). Q4_K_M (a quarter of its bytes q6_k): within 1%.
 template <class Dot4, bool kZen5>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const uint8_t* W, int64_t K,
                                                                const BlockQ8x256* x, int64_t g0, int64_t g1) {
@@ -527,32 +536,33 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* T = W + size_t(g * nb + b) * kQ6x16Tile;
+            const int64_t i = g * nb + b;  // the tile's index
+            const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
             constexpr size_t ahead = 2 * kQ6x16Tile;
             prefetch(T, ahead, 288);
             if constexpr (kZen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
             const int8_t* xq = x[b].qs;
             __m512i isum = _mm512_setzero_si512();
-            for (int h = 0; h < 2; ++h) {
-                __m512i s[8];  // sub-block 8h + i
-                for (int i = 0; i < 8; ++i) s[i] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; ++h) {  // unrolled: every load at a constant offset from body
+                __m512i s[8];              // sub-block 8h + l
+                for (int l = 0; l < 8; ++l) s[l] = _mm512_setzero_si512();
 #pragma GCC unroll 8
                 for (int c = 0; c < 8; ++c) {
                     __m512i q[4];
-                    q6_k_chunk<kZen5>(T, h, c, ahead, q);
+                    q6_k_chunk<kZen5>(body, h, c, ahead, q);
                     for (int k = 0; k < 4; ++k) {
                         int32_t xk;
                         __builtin_memcpy(&xk, xq + 128 * h + 32 * k + 4 * c, 4);
                         s[2 * k + (c >= 4)] = Dot4::f(s[2 * k + (c >= 4)], q[k], _mm512_set1_epi32(xk));
                     }
                 }
-                for (int i = 0; i < 8; ++i) {
-                    const int j = 8 * h + i;
-                    isum = _mm512_add_epi32(isum, q6_k_scaled(s[i], q6_k_scales(T, j), x[b].bsums[j]));
+                for (int l = 0; l < 8; ++l) {
+                    const int j = 8 * h + l;
+                    isum = _mm512_add_epi32(isum, q6_k_scaled(s[l], q6_k_scales(body, j), x[b].bsums[j]));
                 }
             }
-            const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T))),
-                                           _mm512_set1_ps(x[b].d));
+            const __m512 d = _mm512_mul_ps(q6_k_d(T, i), _mm512_set1_ps(x[b].d));
             acc = _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
         }
         _mm512_storeu_ps(out + 16 * g, acc);
@@ -572,7 +582,8 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
         __m512 acc[M];
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* T = W + size_t(g * nb + b) * kQ6x16Tile;
+            const int64_t i = g * nb + b;  // the tile's index
+            const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
             constexpr size_t ahead = 2 * kQ6x16Tile;
             prefetch(T, ahead, 288);
             if constexpr (kZen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
@@ -586,7 +597,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
 #pragma GCC unroll 4
                     for (int c = 4 * half; c < 4 * half + 4; ++c) {
                         __m512i q[4];
-                        q6_k_chunk<kZen5>(T, h, c, ahead, q);
+                        q6_k_chunk<kZen5>(body, h, c, ahead, q);
                         for (int m = 0; m < M; ++m)
                             for (int k = 0; k < 4; ++k) {
                                 int32_t xk;
@@ -596,12 +607,12 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                     }
                     for (int k = 0; k < 4; ++k) {
                         const int j = 8 * h + 2 * k + half;
-                        const __m512i sc = q6_k_scales(T, j);
+                        const __m512i sc = q6_k_scales(body, j);
                         for (int m = 0; m < M; ++m)
                             isum[m] = _mm512_add_epi32(isum[m], q6_k_scaled(s[m][k], sc, x[m * ldx + b].bsums[j]));
                     }
                 }
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
+            const __m512 dw = q6_k_d(T, i);
             for (int m = 0; m < M; ++m) {
                 const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(x[m * ldx + b].d));
                 acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[m])));

@@ -364,8 +364,9 @@ void gemm_tile_quant(const Kernels& ks, float* out, const float* x, const Packed
             const uint8_t* src = rows + size_t(r) * row_bytes + offset;
             if (rows16) {  // tiles of 16 rows (n0 is a multiple of 32)
                 const int64_t g = (n0 + r) / 16, blk = quant_block(W.quant), nb = K / blk;
-                deinterleave(W.quant, gguf.data(), static_cast<const uint8_t*>(W.data) + size_t(g * nb) * tile_bytes(W.quant),
-                             (n0 + r) % 16, k0 / blk, kc / blk);
+                deinterleave(W.quant, gguf.data(),
+                             static_cast<const uint8_t*>(W.data) + size_t(g * nb) * tile_bytes(W.quant), (n0 + r) % 16,
+                             k0 / blk, kc / blk, g * nb);
                 src = gguf.data();
             }
             ks.dequantize(W.quant, src, &wide[size_t(r * kc)], kc);

@@ -75,7 +75,8 @@ PackedMatrix PackedWeights::add_quantized(const uint8_t* rows, QuantType q, int6
     if (tiled(q, N)) {
 #pragma omp parallel for schedule(static) if (N * K >= kParallelWork)
         for (int64_t g = 0; g < N / 16; ++g)
-            interleave(q, dst + size_t(g * nb) * tile_bytes(q), rows + size_t(16 * g) * quant_row_bytes(q, K), nb);
+            interleave(q, dst + size_t(g * nb) * tile_bytes(q), rows + size_t(16 * g) * quant_row_bytes(q, K), nb,
+                       g * nb);
     } else {
         std::memcpy(dst, rows, n);
     }
@@ -108,7 +109,7 @@ PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, Qu
                 convert_to_f32(x.data(), static_cast<const uint8_t*>(W) + size_t(r * K) * es, t, K);
                 quantize_row(q, x.data(), rows16 ? blocks.data() + size_t(i) * row : dst + size_t(r) * row, K);
             }
-            if (rows16) interleave(q, dst + size_t(u * nb) * tile_bytes(q), blocks.data(), nb);
+            if (rows16) interleave(q, dst + size_t(u * nb) * tile_bytes(q), blocks.data(), nb, u * nb);
         }
     }
     return PackedMatrix{dst, t, N, K, q};

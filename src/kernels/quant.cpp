@@ -52,7 +52,7 @@ size_t quant_matrix_bytes(QuantType t, int64_t N, int64_t K) {
     return tiled(t, N) ? size_t(N / 16) * size_t(K / quant_block(t)) * tile_bytes(t) : size_t(N) * quant_row_bytes(t, K);
 }
 
-void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb) {
+void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb, int64_t first) {
     const size_t bb = quant_block_bytes(t), row = size_t(nb) * bb;
     for (int64_t b = 0; b < nb; ++b, tiles += tile_bytes(t))
         for (int r = 0; r < 16; ++r) {
@@ -64,10 +64,11 @@ void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb) {
                 continue;
             }
             if (t == QuantType::q6_k) {
-                std::memcpy(tiles + 2 * r, blk + 208, 2);
-                for (int j = 0; j < 16; ++j) tiles[32 + 16 * j + r] = blk[192 + j];
-                for (int k = 0; k < 32; ++k) std::memcpy(tiles + q6_ql_line(k) + 4 * r, blk + 4 * k, 4);         // ql
-                for (int k = 0; k < 16; ++k) std::memcpy(tiles + q6_qh_line(k) + 4 * r, blk + 128 + 4 * k, 4);  // qh
+                uint8_t* body = tiles + q6_body(first + b);
+                std::memcpy(tiles + q6_d(first + b) + 2 * r, blk + 208, 2);
+                for (int j = 0; j < 16; ++j) body[16 * j + r] = blk[192 + j];
+                for (int k = 0; k < 32; ++k) std::memcpy(body + q6_ql_line(k) + 4 * r, blk + 4 * k, 4);        // ql
+                for (int k = 0; k < 16; ++k) std::memcpy(body + q6_qh_line(k) + 4 * r, blk + 128 + 4 * k, 4);  // qh
                 continue;
             }
             std::memcpy(tiles + 2 * r, blk, 2);
@@ -82,14 +83,15 @@ void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb) {
         }
 }
 
-void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n) {
+void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n, int64_t first) {
     tiles += size_t(b0) * tile_bytes(t);
-    for (int64_t b = 0; b < n; ++b, tiles += tile_bytes(t), dst += quant_block_bytes(t)) {
+    for (int64_t b = b0; b < b0 + n; ++b, tiles += tile_bytes(t), dst += quant_block_bytes(t)) {
         if (t == QuantType::q6_k) {
-            std::memcpy(dst + 208, tiles + 2 * r, 2);
-            for (int j = 0; j < 16; ++j) dst[192 + j] = tiles[32 + 16 * j + r];
-            for (int k = 0; k < 32; ++k) std::memcpy(dst + 4 * k, tiles + q6_ql_line(k) + 4 * r, 4);
-            for (int k = 0; k < 16; ++k) std::memcpy(dst + 128 + 4 * k, tiles + q6_qh_line(k) + 4 * r, 4);
+            const uint8_t* body = tiles + q6_body(first + b);
+            std::memcpy(dst + 208, tiles + q6_d(first + b) + 2 * r, 2);
+            for (int j = 0; j < 16; ++j) dst[192 + j] = body[16 * j + r];
+            for (int k = 0; k < 32; ++k) std::memcpy(dst + 4 * k, body + q6_ql_line(k) + 4 * r, 4);
+            for (int k = 0; k < 16; ++k) std::memcpy(dst + 128 + 4 * k, body + q6_qh_line(k) + 4 * r, 4);
             continue;
         }
         std::memcpy(dst, tiles + 2 * r, 2);

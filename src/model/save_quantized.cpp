@@ -114,8 +114,9 @@ void save_quantized(const Model& model, const fs::path& out) {
             const int64_t nb = t.shape[1] / int64_t(quant_block_bytes(t.quant));  // the tiles back to rows
             row.resize(size_t(t.shape[1]));
             for (int64_t r = 0; r < t.shape[0]; ++r) {
-                deinterleave(t.quant, row.data(), static_cast<const uint8_t*>(t.data) + size_t(r / 16 * nb) * tile_bytes(t.quant),
-                             r % 16, 0, nb);
+                deinterleave(t.quant, row.data(),
+                             static_cast<const uint8_t*>(t.data) + size_t(r / 16 * nb) * tile_bytes(t.quant), r % 16, 0,
+                             nb, r / 16 * nb);
                 write_all(f, row.data(), row.size(), tmp);
             }
         }

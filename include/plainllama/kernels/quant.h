@@ -46,26 +46,35 @@ void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
 //   q8_0 (544 bytes)   d[16] (fp16); qs[8][16][4]: q + 128 (u8) of weights 4c .. 4c+3
 //   q4_k (2368 bytes)  d[16], dmin[16] (fp16); sc[8][16], m[8][16] (the 6-bit scales and mins, a byte each,
 //                      [sub-block][row]); qs[4][8][16][4]: row r's qs[32 gr + 4 c ..] for 64-weight group gr
-//   q6_k (3360 bytes)  d[16] (fp16); sc[16][16] ([sub-block][row]); then per half h and chunk c < 8, the three
-//                      64-byte lines decode reads together, one after another (q6_ql_line, q6_qh_line): row r's
-//                      ql[64 h + 4 c ..], ql[64 h + 32 + 4 c ..] and qh[32 h + 4 c ..]
+//   q6_k (3360 bytes)  the body: sc[16][16] ([sub-block][row]); then per half h and chunk c < 8, the three 64-byte
+//                      lines decode reads together, one after another (q6_ql_line, q6_qh_line): row r's
+//                      ql[64 h + 4 c ..], ql[64 h + 32 + 4 c ..] and qh[32 h + 4 c ..]; and d[16] (fp16), before
+//                      the body in the odd tiles (g * blocks per row + b odd), after it in the even ones (q6_body,
+//                      q6_d). 3360 bytes are 52.5 cache lines: so in a matrix that begins on a line (PackedWeights),
+//                      each 64-byte load of a body is one line, not the halves of two
 constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048, kQ6x16Tile = 32 + 256 + 2048 + 1024;
-// Where a q6_k tile holds its ql line k (0 .. 31: the rows' ql[4 k ..]) and its qh line k (0 .. 15: the rows'
+// Where q6_k tile i (its index in the matrix) holds its body and its d[16].
+constexpr size_t q6_body(int64_t i) { return i % 2 ? 32 : 0; }
+constexpr size_t q6_d(int64_t i) { return i % 2 ? 0 : kQ6x16Tile - 32; }
+// Where a q6_k body holds its ql line k (0 .. 31: the rows' ql[4 k ..]) and its qh line k (0 .. 15: the rows'
 // qh[4 k ..]), so that for half h and chunk c < 8 lines 16 h + c and 16 h + 8 + c of ql and line 8 h + c of qh follow
 // one another in the order the kernels read them (one stream per tile, not three).
-constexpr size_t q6_ql_line(int k) { return 288 + 192 * (8 * (k / 16) + k % 8) + 64 * (k % 16 / 8); }
-constexpr size_t q6_qh_line(int k) { return 288 + 192 * k + 128; }
-static_assert(q6_ql_line(0) == 288 && q6_ql_line(8) == 288 + 64 && q6_qh_line(0) == 288 + 128 &&
-                  q6_ql_line(31) + 64 == q6_qh_line(15) && q6_qh_line(15) + 64 == kQ6x16Tile,
-              "the 48 lines fill the tile after its header, 3 per chunk");
+constexpr size_t q6_ql_line(int k) { return 256 + 192 * (8 * (k / 16) + k % 8) + 64 * (k % 16 / 8); }
+constexpr size_t q6_qh_line(int k) { return 256 + 192 * k + 128; }
+static_assert(q6_ql_line(0) == 256 && q6_ql_line(8) == 256 + 64 && q6_qh_line(0) == 256 + 128 &&
+                  q6_ql_line(31) + 64 == q6_qh_line(15) && q6_qh_line(15) + 64 + 32 == kQ6x16Tile,
+              "the 48 lines fill the body after its scales, 3 per chunk, and d[16] the rest of the tile");
+static_assert(q6_d(0) == q6_body(0) + q6_qh_line(15) + 64 && q6_body(1) == 32 && (2 * kQ6x16Tile) % 64 == 0,
+              "an even tile and the odd one after it fill whole lines: body, d, d, body");
 bool tiled(QuantType t, int64_t N);  // any format, N a multiple of 16
 size_t tile_bytes(QuantType t);      // of a tiled format
 // Bytes of a quantized [N, K] matrix in memory (rows of blocks, or tiles).
 size_t quant_matrix_bytes(QuantType t, int64_t N, int64_t K);
-// 16 rows of nb blocks each (GGUF layout, rows after one another) as nb tiles.
-void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb);
-// Blocks b0 .. b0+n-1 of row r (0 .. 15) of a group's tiles back in GGUF layout.
-void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n);
+// 16 rows of nb blocks each (GGUF layout, rows after one another) as nb tiles, tiles first .. first + nb - 1 of their
+// matrix (group g's: first = g * nb).
+void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb, int64_t first);
+// Blocks b0 .. b0+n-1 of row r (0 .. 15) of a group's tiles (from tile `first` of the matrix) back in GGUF layout.
+void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n, int64_t first);
 
 // 8-bit activations for the integer dot products: 32 (for q8_0 weights) or 256 values (q4_k, q6_k) with one f32
 // scale, and for the 256-value blocks the sums of each 16 quants (q6_k's offset) and of each 32 (q4_k's mins).
