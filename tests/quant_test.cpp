@@ -535,31 +535,37 @@ TEST(QuantDot, MixedProductsOf128TokensRunTheGemm) {
 // and the product of the unquantized matrices to within the quantization error.
 TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
     std::mt19937 rng(4);
-    for (QuantType t : kQuantTypes) {
-        const int64_t N = 32, K = 1024, block = t == QuantType::q8_0 ? 32 : 256;
-        QuantMatrix q(t, N, K, rng);
-        const auto x = random_row(K, rng);
-        std::vector<double> xq(static_cast<size_t>(K));  // x as the kernels quantize it
-        for (int64_t b = 0; b < K / block; ++b) {
-            double amax = 0;
-            for (int64_t i = 0; i < block; ++i) amax = std::max(amax, double(std::fabs(x[size_t(b * block + i)])));
-            const float iscale = amax > 0 ? 127.0f / float(amax) : 0.0f, d = float(amax) / 127.0f;
-            for (int64_t i = 0; i < block; ++i)
-                xq[size_t(b * block + i)] = double(d) * std::nearbyint(x[size_t(b * block + i)] * iscale);
-        }
-        const auto got = product(q.m, x, 1);
-        for (int64_t r = 0; r < N; ++r) {
-            const auto w = gguf_decode(t, q.row(r), K);
-            double exact = 0, mag = 0, full = 0;
-            for (int64_t i = 0; i < K; ++i) {
-                exact += w[size_t(i)] * xq[size_t(i)];
-                mag += std::fabs(w[size_t(i)] * xq[size_t(i)]);
-                full += double(q.w[size_t(r * K + i)]) * x[size_t(i)];
+    for (QuantType t : kQuantTypes)
+        for (auto [N, K] : {std::pair<int64_t, int64_t>{32, 1024}, {48, 768}}) {  // 768: groups from odd tiles too
+            const int64_t block = t == QuantType::q8_0 ? 32 : 256;
+            QuantMatrix q(t, N, K, rng);
+            const auto x = random_row(K, rng);
+            std::vector<double> xq(static_cast<size_t>(K));  // x as the kernels quantize it
+            for (int64_t b = 0; b < K / block; ++b) {
+                double amax = 0;
+                for (int64_t i = 0; i < block; ++i) amax = std::max(amax, double(std::fabs(x[size_t(b * block + i)])));
+                const float iscale = amax > 0 ? 127.0f / float(amax) : 0.0f, d = float(amax) / 127.0f;
+                for (int64_t i = 0; i < block; ++i)
+                    xq[size_t(b * block + i)] = double(d) * std::nearbyint(x[size_t(b * block + i)] * iscale);
             }
-            EXPECT_NEAR(got[size_t(r)], exact, 1e-5 * mag) << quant_name(t) << " row " << r;
-            EXPECT_NEAR(got[size_t(r)], full, (t == QuantType::q4_k ? 0.1 : 0.03) * mag) << quant_name(t);
+            for (const std::string& v : kernel_variants()) {
+                test::UseKernels scope(v);
+                const auto got = product(q.m, x, 1);
+                for (int64_t r = 0; r < N; ++r) {
+                    const auto w = gguf_decode(t, q.row(r), K);
+                    double exact = 0, mag = 0, full = 0;
+                    for (int64_t i = 0; i < K; ++i) {
+                        exact += w[size_t(i)] * xq[size_t(i)];
+                        mag += std::fabs(w[size_t(i)] * xq[size_t(i)]);
+                        full += double(q.w[size_t(r * K + i)]) * x[size_t(i)];
+                    }
+                    EXPECT_NEAR(got[size_t(r)], exact, 1e-5 * mag)
+                        << v << " " << quant_name(t) << " K " << K << " row " << r;
+                    EXPECT_NEAR(got[size_t(r)], full, (t == QuantType::q4_k ? 0.1 : 0.03) * mag)
+                        << v << " " << quant_name(t);
+                }
+            }
         }
-    }
 }
 
 // A quantized model: decoding token by token agrees with a batched prompt. Matrices tiled in groups of 16 rows (all

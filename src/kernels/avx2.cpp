@@ -244,7 +244,8 @@ inline __m256i bytes4(const int8_t* p) {  // 4 bytes in every 32-bit lane
     return _mm256_set1_epi32(v);
 }
 // As avx512.cpp's: each load of a tile comes with a prefetch of the same place `ahead` bytes on
-// (load_line_ahead), and the header (the first `bytes`) of the tile `ahead` bytes on is prefetched whole.
+// (load_line_ahead), and the header (the first `bytes`) of the tile `ahead` bytes on is prefetched whole (an even q6_k
+// tile's d[16], at its end, with the odd tile after it: the line holding that tile's start).
 __attribute__((always_inline)) inline __m256i load_ahead(const uint8_t* p, size_t ahead) {
     return load_line_ahead<__m256i>(p, ahead);
 }

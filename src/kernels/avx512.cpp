@@ -255,8 +255,10 @@ void widen(float* out, const T* src, int64_t n) {
 // Decode reads a tile as more streams than the hardware prefetcher follows well (its header, then its values; q6_k's
 // values were three streams before their lines were put in read order, quant.h): each 64-byte load of a tile comes with
 // a prefetch of the same place `ahead` bytes on (a later tile; load_line_ahead), and the header (the first `bytes`) of
-// the tile `ahead` bytes on is prefetched whole. q6_k decode: 11.5-12 -> 21-22 tok/s (TinyLlama, 2 threads). (Not q8_0
-// on Zen 5, whose loads go without: see its kernel.)
+// the tile `ahead` bytes on is prefetched whole (q6_k's first 288 bytes: an odd tile's d[16] and scales, an even
+// tile's scales; an even tile's d[16], its last half line, is on the first line the odd tile after it prefetches, as
+// prefetch takes whole lines from the one holding its start). q6_k decode: 11.5-12 -> 21-22 tok/s (TinyLlama, 2
+// threads). (Not q8_0 on Zen 5, whose loads go without: see its kernel.)
 template <bool kL2 = true>
 __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
     return load_line_ahead<__m512i, kL2>(p, ahead);

@@ -64,8 +64,9 @@ constexpr size_t q6_qh_line(int k) { return 256 + 192 * k + 128; }
 static_assert(q6_ql_line(0) == 256 && q6_ql_line(8) == 256 + 64 && q6_qh_line(0) == 256 + 128 &&
                   q6_ql_line(31) + 64 == q6_qh_line(15) && q6_qh_line(15) + 64 + 32 == kQ6x16Tile,
               "the 48 lines fill the body after its scales, 3 per chunk, and d[16] the rest of the tile");
-static_assert(q6_d(0) == q6_body(0) + q6_qh_line(15) + 64 && q6_body(1) == 32 && (2 * kQ6x16Tile) % 64 == 0,
-              "an even tile and the odd one after it fill whole lines: body, d, d, body");
+static_assert(q6_d(0) == q6_body(0) + q6_qh_line(15) + 64 && q6_d(1) + 32 <= q6_body(1) && q6_body(0) % 64 == 0 &&
+                  (kQ6x16Tile + q6_body(1)) % 64 == 0 && (2 * kQ6x16Tile) % 64 == 0,
+              "body, d, d, body: from a line, every body (even or odd tile) starts on a line, its d[16] beside it");
 bool tiled(QuantType t, int64_t N);  // any format, N a multiple of 16
 size_t tile_bytes(QuantType t);      // of a tiled format
 // Bytes of a quantized [N, K] matrix in memory (rows of blocks, or tiles).
