@@ -141,6 +141,32 @@ TEST(InspectCli, ReportsTheKernelsPlainllamaKernelsChooses) {
     }
 }
 
+// The decode kernels' tuning: cpuid's (as this process chose it), or the one PLAINLLAMA_TUNING names; any other value
+// is one error line naming it and exit status 2.
+TEST(InspectCli, ReportsTheTuningPlainllamaTuningChooses) {
+    auto run = [] { return test::run_binary({"inspect", "-m", model_dir().string(), "--json"}); };
+    {
+        const test::ScopedEnv env("PLAINLLAMA_TUNING", "");  // empty: cpuid's
+        const auto r = run();
+        ASSERT_EQ(r.status, 0) << r.err;
+        EXPECT_EQ(nlohmann::json::parse(r.out)["tuning"], tuning_name(tuning()));
+    }
+    for (const char* t : {"intel", "zen4", "zen5"}) {
+        const test::ScopedEnv env("PLAINLLAMA_TUNING", t);
+        const auto r = run();
+        ASSERT_EQ(r.status, 0) << r.err;
+        EXPECT_EQ(nlohmann::json::parse(r.out)["tuning"], t);
+    }
+    for (const char* t : {"zen3", "Intel", "zen4 "}) {
+        const test::ScopedEnv env("PLAINLLAMA_TUNING", t);
+        const auto r = run();
+        EXPECT_EQ(r.status, 2) << t;
+        EXPECT_TRUE(one_error_line(r.err)) << r.err;
+        EXPECT_TRUE(HasSubstr(r.err, std::string("PLAINLLAMA_TUNING=") + t + ":")) << r.err;
+        EXPECT_EQ(r.out, "");
+    }
+}
+
 // --quant: the format each matrix takes at load and its bytes then, from the headers alone: llama.cpp's q4_k_m mix on
 // tinystories3M (4 layers: q6_k for v_proj and down_proj of layers 2 and 3, and lm_head), the block fallbacks of
 // stories260K (FFN 172: down_proj stays F32; hidden 64: q8_0), and without --quant every tensor as stored.

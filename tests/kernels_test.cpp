@@ -178,10 +178,10 @@ TEST_P(Matmul, LongKAcrossBlocks) {
             }
 }
 
-// Decode's two tunings (use_zen5_tuning) prefetch differently and compute the same: each output equal bit for bit,
+// Decode's three tunings (use_tuning) prefetch differently and compute the same: each output equal bit for bit,
 // whichever one this CPU would choose, for each weight type, K odd (BF16's last pair on its own) and long enough to
 // cross pages, N not a multiple of the panel, 1 and 2 threads.
-TEST_P(Matmul, BothZen5TuningsGiveTheSameBits) {
+TEST_P(Matmul, EveryTuningGivesTheSameBits) {
     std::mt19937 rng(31);
     const int64_t N = 70, K = 2049;
     for (DType t : kTypes) {
@@ -190,14 +190,16 @@ TEST_P(Matmul, BothZen5TuningsGiveTheSameBits) {
         const auto x = random_floats(size_t(K), rng);
         for (int th : {1, 2}) {
             Threads scope(th);
-            std::vector<float> out[2];
-            for (bool zen : {false, true}) {
-                test::UseZen5Tuning tuning(zen);
-                out[zen].assign(size_t(N), -1.0f);
-                matmul(out[zen].data(), x.data(), packed.matrix(), 1);
+            std::vector<float> out[3];
+            for (Tuning k : {Tuning::intel, Tuning::zen4, Tuning::zen5}) {
+                test::UseTuning tuned(k);
+                std::vector<float>& o = out[int(k)];
+                o.assign(size_t(N), -1.0f);
+                matmul(o.data(), x.data(), packed.matrix(), 1);
+                EXPECT_EQ(std::count(o.begin(), o.end(), -1.0f), 0) << dtype_name(t) << " " << tuning_name(k);
             }
             EXPECT_EQ(out[0], out[1]) << dtype_name(t) << " threads " << th;
-            EXPECT_EQ(std::count(out[1].begin(), out[1].end(), -1.0f), 0) << dtype_name(t) << " threads " << th;
+            EXPECT_EQ(out[0], out[2]) << dtype_name(t) << " threads " << th;
         }
     }
 }

@@ -464,10 +464,10 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
         }
 }
 
-// The AVX-512 kernels' two tunings (Zen 5's and the others', use_zen5_tuning: prefetches, loads, chains of integer
-// sums) give the scalar kernels' bits, for one token and for several (groups of 4 and tails of 1-3), so the tuning
-// this CPU would not pick runs here too.
-TEST(QuantDot, BothZen5TuningsGiveTheSameBits) {
+// The AVX-512 kernels' three tunings (use_tuning: prefetches, loads, chains of integer sums) give the scalar kernels'
+// bits, for one token and for several (groups of 4 and tails of 1-3), so the tunings this CPU would not pick run here
+// too.
+TEST(QuantDot, EveryTuningGivesTheSameBits) {
     const std::vector<std::string> variants = kernel_variants();
     if (std::find(variants.begin(), variants.end(), "avx512") == variants.end())
         GTEST_SKIP() << "no AVX-512 here: the tunings are the AVX-512 kernels'";
@@ -484,11 +484,11 @@ TEST(QuantDot, BothZen5TuningsGiveTheSameBits) {
         }
         for (const std::string& v : variants) {
             test::UseKernels scope(v);
-            for (bool zen : {false, true}) {
-                test::UseZen5Tuning tuning(zen);
+            for (Tuning k : {Tuning::intel, Tuning::zen4, Tuning::zen5}) {
+                test::UseTuning tuning(k);
                 for (int64_t T = 1; T <= 7; ++T)
                     EXPECT_EQ(product(q.m, std::vector<float>(x.begin(), x.begin() + T * K), T), want[size_t(T)])
-                        << v << " " << quant_name(t) << " zen5 tuning " << zen << " tokens " << T;
+                        << v << " " << quant_name(t) << " tuning " << tuning_name(k) << " tokens " << T;
             }
         }
     }

@@ -64,8 +64,8 @@ class IsaObjects(unittest.TestCase):
         # Decode streams the weights with software prefetches (see avx512.cpp): a prefetch that GCC may drop (a
         # helper it judged free of side effects and removed, once) costs half the decode speed and no test else
         # notices. Every decode kernel of the vector tables, for each weight format, contains prefetch instructions
-        # (but the out-of-line cold parts a sanitizer build splits off; on Zen 5 some prefetch only each 4 KiB page's
-        # first line, and the function holding that body holds the other tuning's too).
+        # (but the out-of-line cold parts a sanitizer build splits off; in the zen5 tuning some prefetch only each 4 KiB
+        # page's first line, in zen4's none, and the function holding those bodies holds intel's too).
         for obj in OBJECTS:
             if os.path.basename(obj).startswith("scalar"):
                 continue

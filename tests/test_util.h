@@ -59,7 +59,7 @@ class Scoped {
 };
 using Threads = Scoped<int, thread_count, set_threads>;            // the thread count
 using UseKernels = Scoped<std::string, kernels_isa, use_kernels>;  // the kernel variant
-using UseZen5Tuning = Scoped<bool, zen5_tuning, use_zen5_tuning>;  // the AVX-512 kernels' tuning
+using UseTuning = Scoped<Tuning, tuning, use_tuning>;              // the AVX-512 kernels' tuning
 
 // A test suite that runs once per kernel variant this CPU supports (kernel_variants()): `class Suite : public
 // test::EveryKernel {};`, TEST_P(Suite, Name), then PL_FOR_EVERY_KERNEL(Suite). Test names end in the variant.

@@ -235,6 +235,7 @@ Run add_bench(CLI::App& app) {
                                 {"runs", o->runs},
                                 {"cpu", cpu},
                                 {"kernels", kernels_isa()},
+                                {"tuning", tuning_name(tuning())},
                                 {"weight_bytes", l.model->weight_bytes()},
                                 {"bytes_per_token", l.model->bytes_per_token()},
                                 {"quant", scheme_name(l.model->quant())},
@@ -259,8 +260,8 @@ Run add_bench(CLI::App& app) {
                     bw, bw > 0 ? 100.0 * tg_gbs / bw : 0.0, in_cache ? "; the model fits in the last-level cache" : "");
         std::printf("rss: %.1f MiB (weights %.1f MiB, KV cache %.1f MiB)\n", double(rss) / double(1 << 20),
                     weight_bytes / double(1 << 20), double(ctx.kv_bytes()) / double(1 << 20));
-        std::printf("cpu: %s%s%s; kernels: %s\n", cpu.empty() ? "unknown" : cpu.c_str(), flags.empty() ? "" : ", ",
-                    flags.c_str(), kernels_isa());
+        std::printf("cpu: %s%s%s; kernels: %s (tuning %s)\n", cpu.empty() ? "unknown" : cpu.c_str(),
+                    flags.empty() ? "" : ", ", flags.c_str(), kernels_isa(), tuning_name(tuning()));
         return 0;
     };
 }

@@ -134,9 +134,16 @@ Run add_inspect(CLI::App& app) {
             }
         }
         if (o->json) {
-            nlohmann::json j = {{"model", o->model},   {"config", config_json(c)},       {"tokenizer", tok},
-                                {"kernels", kernels_isa()}, {"tensors", tensors},      {"n_tensors", tensors.size()},
-                                {"n_params", params},      {"n_bytes", bytes},            {"quant", scheme_name(scheme)},
+            nlohmann::json j = {{"model", o->model},
+                                {"config", config_json(c)},
+                                {"tokenizer", tok},
+                                {"kernels", kernels_isa()},
+                                {"tuning", tuning_name(tuning())},
+                                {"tensors", tensors},
+                                {"n_tensors", tensors.size()},
+                                {"n_params", params},
+                                {"n_bytes", bytes},
+                                {"quant", scheme_name(scheme)},
                                 {"n_loaded_bytes", loaded_bytes}};
             std::printf("%s\n", j.dump(2).c_str());
             return 0;
@@ -145,7 +152,7 @@ Run add_inspect(CLI::App& app) {
         const nlohmann::json cfg = config_json(c);
         for (auto& [k, v] : cfg.items()) std::printf("  %-26s %s\n", k.c_str(), v.dump().c_str());
         std::printf("tokenizer: %s\n", tokenizer_line(tok).c_str());
-        std::printf("kernels: %s\n", kernels_isa());
+        std::printf("kernels: %s (tuning %s)\n", kernels_isa(), tuning_name(tuning()));
         std::printf("quant: %s\n", scheme_name(scheme));
         std::printf("\n%-52s %-5s %-16s %12s  %-6s %12s\n", "tensor", "dtype", "shape", "bytes", "format", "loaded");
         for (const auto& t : tensors)

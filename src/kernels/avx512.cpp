@@ -125,26 +125,39 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
     if (K % 2) dst[K] = 0;
 }
 
-// f.template operator()<kZen5>() with kZen5 = zen5(), asked once per call: the tuning in use (kernels.h).
+// f.template operator()<kT>() with kT = tuning(), asked once per call: the tuning in use (kernels.h). intel prefetches
+// every line it loads (prefetch.inc), zen5 less (the kernels below say where), zen4 (AMD family 25) not at: plain
+// loads, with zen5's chains of integer sums. On Zen 4 the hardware's prefetchers alone read fastest: 2 threads, 600 MB
+// at a time from a 2 GiB buffer, plain loads 40-51 GB/s, every line prefetched 4 KiB on 39-43, each page's first line
+// 35-41; TinyLlama's decode products (16 matrices [5632, 2048], out of cache), the three tunings in turn in one
+// process, medians of 12, three times: q4_k 28.8-31.0 GB/s (intel) -> 30.9-32.6 (zen4), q6_k 29.1-37.0 -> 31.0-44.7,
+// q8_0 29.8-30.7 -> 31.1-32.5, higher in 8 of 9 (zen5: 28.0-30.2, 28.5-33.2, 30.1-32.1); zen4 without the chains
+// within 1% of it.
 template <class F>
 __attribute__((always_inline)) inline void tuned(const F& f) {
-    if (zen5())
-        f.template operator()<true>();
-    else
-        f.template operator()<false>();
+    switch (tuning()) {
+        case Tuning::zen5:
+            f.template operator()<Tuning::zen5>();
+            break;
+        case Tuning::zen4:
+            f.template operator()<Tuning::zen4>();
+            break;
+        default:
+            f.template operator()<Tuning::intel>();
+    }
 }
 
-// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead), or on Zen 5 (tuned) each 4 KiB
-// page's first line alone (prefetch_page_start: see prefetch.inc).
-template <bool kZen5, class T>
+// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead); zen5 (tuned) each 4 KiB page's
+// first line alone (prefetch_page_start: see prefetch.inc); zen4 plain loads.
+template <Tuning kT, class T>
 __attribute__((always_inline)) inline void matvec_body(float* out, const float* x, const T* W, int64_t N, int64_t K,
                                                        int64_t p0, int64_t p1) {
     const int64_t Ks = stored_k(Pairs<T>::value, K);
     // the prefetches for the lines of the step of `step` bytes at p
     const auto prefetch_step = [](const void* p, size_t step) __attribute__((always_inline)) {
-        if constexpr (kZen5)
+        if constexpr (kT == Tuning::zen5)
             prefetch_page_start(p, kPageAhead, step);
-        else
+        else if constexpr (kT == Tuning::intel)
             for (size_t o = 0; o < step; o += 64) prefetch_ahead(static_cast<const char*>(p) + o);
     };
     for (int64_t p = p0; p < p1; ++p) {
@@ -164,7 +177,8 @@ __attribute__((always_inline)) inline void matvec_body(float* out, const float* 
                 a1 = _mm512_fmadd_ps(xo, bf16_odd(v1), a1);
             }
             if (k < K) {
-                if constexpr (kZen5) prefetch_step(w, 128);  // so that the next panel's steps follow on from it
+                if constexpr (kT == Tuning::zen5)
+                    prefetch_step(w, 128);  // so that the next panel's steps follow on from it
                 const __m512 xe = _mm512_set1_ps(x[k]);
                 a0 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w)), a0);
                 a1 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w + 16)), a1);
@@ -185,7 +199,7 @@ __attribute__((always_inline)) inline void matvec_body(float* out, const float* 
 
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
-    tuned([&]<bool kZen5>() __attribute__((always_inline)) { matvec_body<kZen5>(out, x, W, N, K, p0, p1); });
+    tuned([&]<Tuning kT>() __attribute__((always_inline)) { matvec_body<kT>(out, x, W, N, K, p0, p1); });
 }
 
 // r[i] = row i of a 16x16 block  ->  r[i] = column i.
@@ -259,19 +273,23 @@ void widen(float* out, const T* src, int64_t n) {
 // tile's scales; an even tile's d[16], its last half line, is on the first line the odd tile after it prefetches, as
 // prefetch takes whole lines from the one holding its start). q6_k decode: 11.5-12 -> 21-22 tok/s (TinyLlama, 2
 // threads). (Not q8_0 on Zen 5, whose loads go without: see its kernel.)
-template <bool kL2 = true>
+// Tuning kT's load of a tile's line: intel with the prefetches into L1 and L2 (load_line_ahead), zen5 with the L1 one
+// alone, zen4 plain.
+template <Tuning kT>
 __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
-    return load_line_ahead<__m512i, kL2>(p, ahead);
+    if constexpr (kT == Tuning::zen4)
+        return _mm512_loadu_si512(p);
+    else
+        return load_line_ahead<__m512i, kT == Tuning::intel>(p, ahead);
 }
 
 // The several-token kernels' groups (token_groups, quant.inc) in the tuning in use (tuned): f.template
-// operator()<M, kZen5>(m0).
+// operator()<M, kT>(m0).
 template <int kMax, class F>
 __attribute__((always_inline)) inline void tuned_token_groups(int n, const F& f) {
-    tuned([&]<bool kZen5>() __attribute__((always_inline)) {
-        token_groups<kMax>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
-            f.template operator()<M, kZen5>(m0);
-        });
+    tuned([&]<Tuning kT>() __attribute__((always_inline)) {
+        token_groups<kMax>(
+            n, [&]<int M>(int m0) __attribute__((always_inline)) { f.template operator()<M, kT>(m0); });
     });
 }
 
@@ -299,7 +317,7 @@ struct Dot4Vnni {
 // q >= -127, every q a quantizer writes (llama.cpp's kernels do the same). M tokens at once (token m: x + m ldx
 // blocks, out + m ldo), each tile loaded once for all of them; for each token the same steps as for it alone.
 //
-// kZen5 (zen5()): plain loads with a prefetch of each 4 KiB page's first line alone (prefetch_page_start: see
+// zen5: plain loads with a prefetch of each 4 KiB page's first line alone (prefetch_page_start: see
 // prefetch.inc), and with VNNI one token's sums in 4 chains (chunks c mod 4, added at the end: integer, so the same
 // sums), not 1 of 8 dependent vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every
 // decode product of TinyLlama Q8_0 in turn, 12 rounds alternating variants in one process, medians: the prefetches of
@@ -307,31 +325,28 @@ struct Dot4Vnni {
 // in 4 of 4 (at 36-46 GB/s within 2%); then the 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains:
 // 45.9-46.5, lower), and in minutes at 69-77 GB/s, the prefetching body -> these loads -> 4 chains: 53.2-57.8 ->
 // 55.9-58.6 -> 57.1-61.7; then the page starts, 10 rounds: 38.8 -> 52.5-55.3 GB/s (2-6 KiB ahead).
-template <bool kVnni, int M, bool kZen5>
+template <bool kVnni, int M, Tuning kT>
 __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x32* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
     const int64_t nb = K / 32;
-    constexpr int kChains = kZen5 && M == 1 && kVnni ? 4 : 1;
+    constexpr int kChains = kT != Tuning::intel && M == 1 && kVnni ? 4 : 1;
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ8x16Tile;
             constexpr size_t ahead = 8 * kQ8x16Tile;
-            if constexpr (kZen5)
+            if constexpr (kT == Tuning::zen5)
                 prefetch_page_start(T, kPageAhead, kQ8x16Tile);
-            else
+            else if constexpr (kT == Tuning::intel)
                 prefetch(T, ahead, 32);
             __m512i isum[M][kChains];
             for (int m = 0; m < M; ++m)
                 for (int i = 0; i < kChains; ++i) isum[m][i] = _mm512_setzero_si512();
             for (int c = 0; c < 8; ++c) {
-                __m512i v;
-                if constexpr (kZen5)
-                    v = _mm512_loadu_si512(T + 32 + 64 * c);
-                else
-                    v = load_ahead(T + 32 + 64 * c, ahead);
+                const __m512i v =
+                    kT == Tuning::intel ? load_ahead<kT>(T + 32 + 64 * c, ahead) : _mm512_loadu_si512(T + 32 + 64 * c);
                 const __m512i q = kVnni ? v : _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
                 for (int m = 0; m < M; ++m) {
                     int32_t xc;
@@ -364,9 +379,10 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
 template <bool kVnni>
 void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    tuned_token_groups<4>(n, [&]<int M, bool kZen5>(int m0) __attribute__((always_inline)) {
-        matvec_q8_0_x16_body<kVnni, M, kZen5>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-    });
+    tuned_token_groups<4>(
+        n, [&]<int M, Tuning kT>(int m0) __attribute__((always_inline)) {
+            matvec_q8_0_x16_body<kVnni, M, kT>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+        });
 }
 
 // M tokens at once (token m: x + m ldx blocks, out + m ldo): each tile's values unpacked once for all of them, and
@@ -374,7 +390,7 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // (Dot4::kPairs16), a sub-block's vpmaddubsw pairs (2 x 15 x 127 at most) add up in int16 over its 8 chunks without
 // saturating (30480), and vpmaddwd by the row's scale in both halves of its lane gives sc (q . x) in int32.
 //
-// kZen5 (zen5()): the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4 tiles and the
+// zen5: the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4 tiles and the
 // L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in turn, 8 rounds
 // alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles with it 53.6. There
 // the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9 against 48.7, 41.6 against
@@ -386,12 +402,12 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // product of a token, variants in turn in one process, medians of 10: 4 KiB on 49.3 GB/s against 49.6 without, 8 KiB
 // 59.0 against 53.5-55.2, 12-24 KiB 59.0-59.7 against 53.5-55.3. q6_k's Zen 5 tuning is the same (below).
 constexpr size_t kTilePageAhead = 16 << 10;
-template <class Dot4, int M, bool kZen5>
+template <class Dot4, int M, Tuning kT>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
     const int64_t nb = K / 256;
-    constexpr int kChains = kZen5 && M == 1 && !Dot4::kPairs16 ? 2 : 1;
+    constexpr int kChains = kT != Tuning::intel && M == 1 && !Dot4::kPairs16 ? 2 : 1;
     static_assert(kChains == 1 || !Dot4::kPairs16, "int16 pair sums are not added as int32 chains");
     const __m512i nib = _mm512_set1_epi8(0x0F);
     for (int64_t g = g0; g < g1; ++g) {
@@ -399,9 +415,9 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
-            constexpr size_t ahead = (kZen5 ? 2 : 4) * kQ4x16Tile;
-            prefetch(T, ahead, 320);
-            if constexpr (kZen5) prefetch_page_start(T, kTilePageAhead, kQ4x16Tile);
+            constexpr size_t ahead = (kT == Tuning::zen5 ? 2 : 4) * kQ4x16Tile;
+            if constexpr (kT != Tuning::zen4) prefetch(T, ahead, 320);
+            if constexpr (kT == Tuning::zen5) prefetch_page_start(T, kTilePageAhead, kQ4x16Tile);
             __m512i isum[M], imin[M];
             for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm512_setzero_si512();
             for (int gr = 0; gr < 4; ++gr) {
@@ -409,7 +425,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 for (int m = 0; m < M; ++m)
                     for (int i = 0; i < kChains; ++i) lo[m][i] = hi[m][i] = _mm512_setzero_si512();
                 for (int c = 0; c < 8; ++c) {
-                    const __m512i v = load_ahead<!kZen5>(T + 320 + 64 * (8 * gr + c), ahead);
+                    const __m512i v = load_ahead<kT>(T + 320 + 64 * (8 * gr + c), ahead);
                     // with VNNI the high nibbles stay in place (16 h: vpdpbusd has no int16 stage to saturate),
                     // their sums shifted back once per sub-block and token below, not once per load (port 0, as
                     // vpdpbusd)
@@ -478,19 +494,20 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
 template <class Dot4>
 void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    tuned_token_groups<4>(n, [&]<int M, bool kZen5>(int m0) __attribute__((always_inline)) {
-        matvec_q4_k_x16_body<Dot4, M, kZen5>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-    });
+    tuned_token_groups<4>(
+        n, [&]<int M, Tuning kT>(int m0) __attribute__((always_inline)) {
+            matvec_q4_k_x16_body<Dot4, M, kT>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+        });
 }
 
 // The four quarters' 6-bit values (0 .. 63) of chunk c of half h of a q6_k tile's body: ql chunks c and 8 + c, qh
-// chunk c, each load with its prefetch `ahead` bytes on (kZen5: into L1 alone, as q4_k's).
-template <bool kZen5>
+// chunk c, each load as tuning kT loads (load_ahead).
+template <Tuning kT>
 __attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* body, int h, int c, size_t ahead, __m512i q[4]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-    const __m512i A = load_ahead<!kZen5>(body + q6_ql_line(16 * h + c), ahead);
-    const __m512i B = load_ahead<!kZen5>(body + q6_ql_line(16 * h + 8 + c), ahead);
-    const __m512i H = load_ahead<!kZen5>(body + q6_qh_line(8 * h + c), ahead);
+    const __m512i A = load_ahead<kT>(body + q6_ql_line(16 * h + c), ahead);
+    const __m512i B = load_ahead<kT>(body + q6_ql_line(16 * h + 8 + c), ahead);
+    const __m512i H = load_ahead<kT>(body + q6_qh_line(8 * h + c), ahead);
     // (lo & 0x0F) | hi, hi the high 2 bits already in bits 4-5: one vpternlogd (0xEC: (a & c) | b)
     auto join = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC); };
     q[0] = join(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45));
@@ -518,7 +535,7 @@ __attribute__((always_inline)) inline __m512i q6_k_scaled(__m512i s, __m512i sc,
 // 2 x 63 x 127), per sub-block (quarter k, l < 16 or not: sub-block 8h + 2k + (c >= 4)); then per sub-block
 // (sum - 32 sum(x)) times its scale.
 //
-// kZen5 (zen5()): as q4_k's, the L1 prefetch 2 tiles on alone and each 4 KiB page's first line kTilePageAhead on.
+// zen5: as q4_k's, the L1 prefetch 2 tiles on alone and each 4 KiB page's first line kTilePageAhead on.
 // TinyLlama Q6_K, 2 threads, every decode product of a token, variants in turn in one process, medians of 8-10, read
 // 58 GB/s: 42.4-42.6 GB/s with the L1 and L2 prefetches -> 47.9-48.5 (16 KiB; 12-24 KiB 46.9-47.9; the L1 prefetch
 // alone without the page starts 40.6, the page starts beside the L2 prefetch 44.6); Q4_K_M's products (a quarter of
@@ -531,7 +548,7 @@ __attribute__((always_inline)) inline __m512i q6_k_scaled(__m512i s, __m512i sc,
 // process, variants in turn: 55.0-61.3 -> 62.3-65.6 GB/s at a read of 74-78 and 31.1-31.5 -> 35.5-37.1 at 41, 7-18%
 // faster in 12 of 12 (the unrolled halves alone: 4-15%); then each build in turn, 4 of 4: 54.4-55.9 -> 59.8-61.1 GB/s
 // (78-86% -> 83-88% of a read of 63-73). Q4_K_M (a quarter of its bytes q6_k): within 1%.
-template <class Dot4, bool kZen5>
+template <class Dot4, Tuning kT>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const uint8_t* W, int64_t K,
                                                                const BlockQ8x256* x, int64_t g0, int64_t g1) {
     const int64_t nb = K / 256;
@@ -541,8 +558,8 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
             const int64_t i = g * nb + b;  // the tile's index
             const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
             constexpr size_t ahead = 2 * kQ6x16Tile;
-            prefetch(T, ahead, 288);
-            if constexpr (kZen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
+            if constexpr (kT != Tuning::zen4) prefetch(T, ahead, 288);
+            if constexpr (kT == Tuning::zen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
             const int8_t* xq = x[b].qs;
             __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 2
@@ -552,7 +569,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
 #pragma GCC unroll 8
                 for (int c = 0; c < 8; ++c) {
                     __m512i q[4];
-                    q6_k_chunk<kZen5>(body, h, c, ahead, q);
+                    q6_k_chunk<kT>(body, h, c, ahead, q);
                     for (int k = 0; k < 4; ++k) {
                         int32_t xk;
                         __builtin_memcpy(&xk, xq + 128 * h + 32 * k + 4 * c, 4);
@@ -575,7 +592,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
 // sub-block sums at a time (M = 4: 16 registers); the integer sums are exact in any order, so the same bits as each
 // token alone. (One token stays with the kernel above: 63-69 GB/s from L2 on one Zen 5 core, where this body with
 // M = 1 reads 55-57.)
-template <class Dot4, int M, bool kZen5>
+template <class Dot4, int M, Tuning kT>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
@@ -587,8 +604,8 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
             const int64_t i = g * nb + b;  // the tile's index
             const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
             constexpr size_t ahead = 2 * kQ6x16Tile;
-            prefetch(T, ahead, 288);
-            if constexpr (kZen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
+            if constexpr (kT != Tuning::zen4) prefetch(T, ahead, 288);
+            if constexpr (kT == Tuning::zen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
             __m512i isum[M];
             for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
             for (int h = 0; h < 2; ++h)
@@ -599,7 +616,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
 #pragma GCC unroll 4
                     for (int c = 4 * half; c < 4 * half + 4; ++c) {
                         __m512i q[4];
-                        q6_k_chunk<kZen5>(body, h, c, ahead, q);
+                        q6_k_chunk<kT>(body, h, c, ahead, q);
                         for (int m = 0; m < M; ++m)
                             for (int k = 0; k < 4; ++k) {
                                 int32_t xk;
@@ -627,12 +644,13 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
 template <class Dot4>
 void matvec_q6_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    tuned_token_groups<4>(n, [&]<int M, bool kZen5>(int m0) __attribute__((always_inline)) {
-        if constexpr (M == 1)
-            matvec_q6_k_x16_one<Dot4, kZen5>(out + m0 * ldo, W, K, x + m0 * ldx, g0, g1);
-        else
-            matvec_q6_k_x16_body<Dot4, M, kZen5>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-    });
+    tuned_token_groups<4>(
+        n, [&]<int M, Tuning kT>(int m0) __attribute__((always_inline)) {
+            if constexpr (M == 1)
+                matvec_q6_k_x16_one<Dot4, kT>(out + m0 * ldo, W, K, x + m0 * ldx, g0, g1);
+            else
+                matvec_q6_k_x16_body<Dot4, M, kT>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+        });
 }
 
 #pragma GCC pop_options

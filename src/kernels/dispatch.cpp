@@ -1,10 +1,13 @@
 // Which ISA table the kernels run: the best this CPU supports (cpuid, through __builtin_cpu_supports, which also
 // checks that the OS saves the AVX-512 registers), or the one PLAINLLAMA_KERNELS names; chosen once, at the first
-// kernel call (main() asks first, so a bad PLAINLLAMA_KERNELS is a one-line error before any work).
+// kernel call (main() asks first, so a bad PLAINLLAMA_KERNELS is a one-line error before any work); and the decode
+// kernels' tuning (kernels.h), from cpuid or PLAINLLAMA_TUNING, read at that same first call.
 #include <cpuid.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -34,16 +37,19 @@ const Variant kVariants[] = {
 
 std::atomic<const Kernels*> g_active{nullptr};
 
-// AMD, family 26 (0x1A) or later: base family 15 plus the extended family.
-bool cpu_is_zen5_or_later() {
+// AMD family 25 (0x19: Zen 3 and Zen 4; only Zen 4 runs the AVX-512 kernels) zen4, 26 (0x1A) or later zen5, any other
+// CPU intel. The family: base family 15 plus the extended family.
+Tuning cpu_tuning() {
     __builtin_cpu_init();
     unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return Tuning::intel;
     const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
-    return family >= 0x1A;
+    return family >= 0x1A ? Tuning::zen5 : family == 0x19 ? Tuning::zen4 : Tuning::intel;
 }
-// zen5(): cpuid's answer from the start, until use_zen5_tuning sets it.
-std::atomic<bool> g_zen5{cpu_is_zen5_or_later()};
+// tuning(): cpuid's answer from the start, until PLAINLLAMA_TUNING (at the table's choice) or use_tuning sets it.
+std::atomic<Tuning> g_tuning{cpu_tuning()};
+
+constexpr Tuning kTunings[] = {Tuning::intel, Tuning::zen4, Tuning::zen5};
 
 std::string join(const std::vector<std::string>& names) {
     std::string s;
@@ -67,6 +73,13 @@ const Kernels& table_of(const std::string& name, const std::string& what) {
 }
 
 const Kernels& choose() {
+    if (const char* t = std::getenv("PLAINLLAMA_TUNING"); t && *t) {
+        const auto it = std::find_if(std::begin(kTunings), std::end(kTunings),
+                                     [&](Tuning k) { return std::string(t) == tuning_name(k); });
+        if (it == std::end(kTunings))
+            throw UsageError(std::string("PLAINLLAMA_TUNING=") + t + ": unknown tuning (expected intel, zen4 or zen5)");
+        g_tuning.store(*it, std::memory_order_relaxed);
+    }
     const char* env = std::getenv("PLAINLLAMA_KERNELS");
     if (env && *env) return table_of(env, std::string("PLAINLLAMA_KERNELS=") + env);
     return table_of(kernel_variants().front(), "kernels");
@@ -83,7 +96,7 @@ const Kernels& active() {
     return *k;
 }
 
-bool zen5() { return g_zen5.load(std::memory_order_relaxed); }
+Tuning tuning() { return g_tuning.load(std::memory_order_relaxed); }
 
 }  // namespace isa
 
@@ -101,8 +114,20 @@ void use_kernels(const std::string& name) {
     isa::g_active.store(&isa::table_of(name, "kernels"), std::memory_order_release);
 }
 
-bool zen5_tuning() { return isa::zen5(); }
+Tuning tuning() { return isa::tuning(); }
 
-void use_zen5_tuning(bool on) { isa::g_zen5.store(on, std::memory_order_relaxed); }
+void use_tuning(Tuning t) { isa::g_tuning.store(t, std::memory_order_relaxed); }
+
+const char* tuning_name(Tuning t) {
+    switch (t) {
+        case Tuning::intel:
+            return "intel";
+        case Tuning::zen4:
+            return "zen4";
+        case Tuning::zen5:
+            return "zen5";
+    }
+    return "?";
+}
 
 }  // namespace plainllama

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "plainllama/kernels/kernels.h"
 #include "plainllama/kernels/quant.h"
 
 namespace plainllama::isa {
@@ -152,10 +153,8 @@ float* thread_buffer(size_t n);
 // The table in use (chosen at the first call: PLAINLLAMA_KERNELS, else the best this CPU supports).
 const Kernels& active();
 
-// Whether this CPU is AMD's Zen 5 or later (family 26), whose cores stream q4_k tiles faster with a near L1 prefetch
-// alone, and q8_0 tiles with none, than with the farther L1 and L2 prefetches chosen on Intel's, and with one token's
-// integer sums split into independent chains (avx512.cpp's q4_k and q8_0 kernels ask; Zen 4, not measured, keeps
-// Intel's tuning); or what use_zen5_tuning (kernels.h) last set.
-bool zen5();
+// The decode kernels' tuning (kernels.h's Tuning): cpuid's answer (AMD family 25: zen4, 26 or later: zen5, else intel),
+// PLAINLLAMA_TUNING's when the table was chosen, or what use_tuning last set. avx512.cpp's kernels ask once per call.
+Tuning tuning();
 
 }  // namespace plainllama::isa

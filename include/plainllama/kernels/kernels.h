@@ -58,13 +58,16 @@ std::vector<std::string> kernel_variants();  // those this CPU runs, best first
 const char* kernels_isa();
 // Every kernel call from now on runs `name` (UsageError when unknown or not supported); not while kernels run.
 void use_kernels(const std::string& name);
-// The AVX-512 quantized decode kernels are tuned per CPU family: AMD's Zen 5 or later (family 26) one way, other CPUs
-// (Intel's; Zen 4, not measured) the other; cpuid decides as the program starts. zen5_tuning() is the one in use;
-// use_zen5_tuning(on) makes every kernel call from now on take that one (tests run both on any CPU: the tunings choose
-// prefetches, loads and how a token's integer sums are split into chains, all exact, never a float step, so the
-// results are the same bits); not while kernels run.
-bool zen5_tuning();
-void use_zen5_tuning(bool on);
+// The AVX-512 decode kernels are tuned per CPU family (how they prefetch, and how a token's integer sums are split into
+// chains): intel (Intel's cores, and any CPU not named below), zen4 (AMD family 25: plain loads, no software prefetch)
+// and zen5 (AMD family 26 or later). cpuid decides as the program starts, or PLAINLLAMA_TUNING (one of the names) when
+// the kernel variant is chosen (kernels_isa). tuning() is the one in use; use_tuning(t) makes every kernel call from
+// now on take t (tests run all three on any CPU: every choice is exact, never a float step, so the results are the
+// same bits); not while kernels run.
+enum class Tuning { intel, zen4, zen5 };
+Tuning tuning();
+void use_tuning(Tuning t);
+const char* tuning_name(Tuning t);  // "intel", "zen4", "zen5"
 
 // A weight matrix W [N, K] repacked once (at load) for matmul, same storage type: panels of kPanel rows,
 // each k-major, so that one step in k reads kPanel contiguous values:
