@@ -89,6 +89,8 @@ TEST(BenchCli, JsonHasEveryKeyWithSaneValues) {
     EXPECT_NEAR(bw, sum / 3, 1e-9 * sum);
     // The best kernels this CPU runs.
     EXPECT_EQ(j["kernels"], kernel_variants().front());
+    // The decode kernels' tuning: PLAINLLAMA_TUNING's or cpuid's, as this process chose it from the same environment.
+    EXPECT_EQ(j["tuning"], tuning_name(tuning()));
 }
 
 TEST(BenchCli, DtypeOfEachSharedModel) {

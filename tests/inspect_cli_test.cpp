@@ -141,21 +141,28 @@ TEST(InspectCli, ReportsTheKernelsPlainllamaKernelsChooses) {
     }
 }
 
-// The decode kernels' tuning: cpuid's (as this process chose it), or the one PLAINLLAMA_TUNING names; any other value
-// is one error line naming it and exit status 2.
+// The decode kernels' tuning: cpuid's, or the one PLAINLLAMA_TUNING names; any other value is one error line naming it
+// and exit status 2. The text names it beside the AVX-512 variants alone (the others have no tuning).
 TEST(InspectCli, ReportsTheTuningPlainllamaTuningChooses) {
     auto run = [] { return test::run_binary({"inspect", "-m", model_dir().string(), "--json"}); };
     {
         const test::ScopedEnv env("PLAINLLAMA_TUNING", "");  // empty: cpuid's
         const auto r = run();
         ASSERT_EQ(r.status, 0) << r.err;
-        EXPECT_EQ(nlohmann::json::parse(r.out)["tuning"], tuning_name(tuning()));
+        EXPECT_EQ(nlohmann::json::parse(r.out)["tuning"], tuning_name(cpu_tuning()));
     }
     for (const char* t : {"intel", "zen4", "zen5"}) {
         const test::ScopedEnv env("PLAINLLAMA_TUNING", t);
         const auto r = run();
         ASSERT_EQ(r.status, 0) << r.err;
         EXPECT_EQ(nlohmann::json::parse(r.out)["tuning"], t);
+    }
+    for (const std::string& k : kernel_variants()) {
+        const test::ScopedEnv kernels("PLAINLLAMA_KERNELS", k.c_str()), env("PLAINLLAMA_TUNING", "zen5");
+        const auto r = test::run_binary({"inspect", "-m", model_dir().string()});
+        ASSERT_EQ(r.status, 0) << r.err;
+        const bool tuned = k.rfind("avx512", 0) == 0;
+        EXPECT_TRUE(HasSubstr(r.out, "\nkernels: " + k + (tuned ? " (tuning zen5)\n" : "\n"))) << r.out;
     }
     for (const char* t : {"zen3", "Intel", "zen4 "}) {
         const test::ScopedEnv env("PLAINLLAMA_TUNING", t);

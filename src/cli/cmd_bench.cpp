@@ -260,8 +260,8 @@ Run add_bench(CLI::App& app) {
                     bw, bw > 0 ? 100.0 * tg_gbs / bw : 0.0, in_cache ? "; the model fits in the last-level cache" : "");
         std::printf("rss: %.1f MiB (weights %.1f MiB, KV cache %.1f MiB)\n", double(rss) / double(1 << 20),
                     weight_bytes / double(1 << 20), double(ctx.kv_bytes()) / double(1 << 20));
-        std::printf("cpu: %s%s%s; kernels: %s (tuning %s)\n", cpu.empty() ? "unknown" : cpu.c_str(),
-                    flags.empty() ? "" : ", ", flags.c_str(), kernels_isa(), tuning_name(tuning()));
+        std::printf("cpu: %s%s%s; kernels: %s\n", cpu.empty() ? "unknown" : cpu.c_str(), flags.empty() ? "" : ", ",
+                    flags.c_str(), kernels_line().c_str());
         return 0;
     };
 }

@@ -152,7 +152,7 @@ Run add_inspect(CLI::App& app) {
         const nlohmann::json cfg = config_json(c);
         for (auto& [k, v] : cfg.items()) std::printf("  %-26s %s\n", k.c_str(), v.dump().c_str());
         std::printf("tokenizer: %s\n", tokenizer_line(tok).c_str());
-        std::printf("kernels: %s (tuning %s)\n", kernels_isa(), tuning_name(tuning()));
+        std::printf("kernels: %s\n", kernels_line().c_str());
         std::printf("quant: %s\n", scheme_name(scheme));
         std::printf("\n%-52s %-5s %-16s %12s  %-6s %12s\n", "tensor", "dtype", "shape", "bytes", "format", "loaded");
         for (const auto& t : tensors)

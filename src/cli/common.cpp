@@ -18,6 +18,7 @@
 #include "plainllama/io/file.h"
 #include "plainllama/run/generate.h"
 #include "plainllama/io/utf8.h"
+#include "plainllama/kernels/kernels.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/threads.h"
 
@@ -241,6 +242,11 @@ std::string model_name(const std::string& dir) {
     std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
     if (p.filename().empty()) p = p.parent_path();
     return p.filename().empty() ? dir : p.filename().string();
+}
+
+std::string kernels_line() {
+    const std::string isa = kernels_isa();
+    return isa.rfind("avx512", 0) == 0 ? isa + " (tuning " + tuning_name(tuning()) + ")" : isa;
 }
 
 TemplateChoice choose_template(const std::string& model_dir, const std::string& flag) {

@@ -63,6 +63,10 @@ void check_vocab(const Tokenizer& tok, const LlamaConfig& c, const std::string& 
 // progress line, the server's model id.
 std::string model_name(const std::string& dir);
 
+// The kernel variant in use for bench's and inspect's text, with the decode kernels' tuning where there is one (the
+// AVX-512 variants): "avx512_bf16 (tuning zen4)", "avx2".
+std::string kernels_line();
+
 // The chat template of `chat` and `serve`: --template NAME, or "auto" (the model folder's, detect_template).
 TemplateChoice choose_template(const std::string& model_dir, const std::string& flag);
 // What ends a reply: the template's end-of-turn ids, then the model's EOS ids, each once.

@@ -126,13 +126,13 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
 }
 
 // f.template operator()<kT>() with kT = tuning(), asked once per call: the tuning in use (kernels.h). intel prefetches
-// every line it loads (prefetch.inc), zen5 less (the kernels below say where), zen4 (AMD family 25) not at: plain
+// every line it loads (prefetch.inc), zen5 less (the kernels below say where), zen4 (AMD family 25) not at all: plain
 // loads, with zen5's chains of integer sums. On Zen 4 the hardware's prefetchers alone read fastest: 2 threads, 600 MB
 // at a time from a 2 GiB buffer, plain loads 40-51 GB/s, every line prefetched 4 KiB on 39-43, each page's first line
 // 35-41; TinyLlama's decode products (16 matrices [5632, 2048], out of cache), the three tunings in turn in one
 // process, medians of 12, three times: q4_k 28.8-31.0 GB/s (intel) -> 30.9-32.6 (zen4), q6_k 29.1-37.0 -> 31.0-44.7,
-// q8_0 29.8-30.7 -> 31.1-32.5, higher in 8 of 9 (zen5: 28.0-30.2, 28.5-33.2, 30.1-32.1); zen4 without the chains
-// within 1% of it.
+// q8_0 29.8-30.7 -> 31.1-32.5, higher in 8 of 9 (zen5: 28.0-30.2, 28.5-33.2, 30.1-32.1); zen4 without the chains within
+// 1% of it.
 template <class F>
 __attribute__((always_inline)) inline void tuned(const F& f) {
     switch (tuning()) {
@@ -267,14 +267,13 @@ void widen(float* out, const T* src, int64_t n) {
 #pragma GCC optimize("fp-contract=off")
 
 // Decode reads a tile as more streams than the hardware prefetcher follows well (its header, then its values; q6_k's
-// values were three streams before their lines were put in read order, quant.h): each 64-byte load of a tile comes with
-// a prefetch of the same place `ahead` bytes on (a later tile; load_line_ahead), and the header (the first `bytes`) of
-// the tile `ahead` bytes on is prefetched whole (q6_k's first 288 bytes: an odd tile's d[16] and scales, an even
-// tile's scales; an even tile's d[16], its last half line, is on the first line the odd tile after it prefetches, as
-// prefetch takes whole lines from the one holding its start). q6_k decode: 11.5-12 -> 21-22 tok/s (TinyLlama, 2
-// threads). (Not q8_0 on Zen 5, whose loads go without: see its kernel.)
-// Tuning kT's load of a tile's line: intel with the prefetches into L1 and L2 (load_line_ahead), zen5 with the L1 one
-// alone, zen4 plain.
+// values were three streams before their lines were put in read order, quant.h): in Intel's tuning each 64-byte load of
+// a tile comes with a prefetch of the same place `ahead` bytes on (a later tile; load_line_ahead), and the header (the
+// first `bytes`) of the tile `ahead` bytes on is prefetched whole (q6_k's first 288 bytes: an odd tile's d[16] and
+// scales, an even tile's scales; an even tile's d[16], its last half line, is on the first line the odd tile after it
+// prefetches, as prefetch takes whole lines from the one holding its start). q6_k decode: 11.5-12 -> 21-22 tok/s
+// (TinyLlama, 2 threads). (Not q8_0 on Zen 5, whose loads go without: see its kernel.) Tuning kT's load of a tile's
+// line: intel with the prefetches into L1 and L2 (load_line_ahead), zen5 with the L1 one alone, zen4 plain.
 template <Tuning kT>
 __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
     if constexpr (kT == Tuning::zen4)

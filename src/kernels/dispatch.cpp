@@ -1,13 +1,12 @@
 // Which ISA table the kernels run: the best this CPU supports (cpuid, through __builtin_cpu_supports, which also
 // checks that the OS saves the AVX-512 registers), or the one PLAINLLAMA_KERNELS names; chosen once, at the first
 // kernel call (main() asks first, so a bad PLAINLLAMA_KERNELS is a one-line error before any work); and the decode
-// kernels' tuning (kernels.h), from cpuid or PLAINLLAMA_TUNING, read at that same first call.
+// kernels' tuning (kernels.h), from PLAINLLAMA_TUNING or cpuid, chosen once at the first call that asks for it (the
+// table's choice asks too) unless use_tuning set it before.
 #include <cpuid.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -39,17 +38,29 @@ std::atomic<const Kernels*> g_active{nullptr};
 
 // AMD family 25 (0x19: Zen 3 and Zen 4; only Zen 4 runs the AVX-512 kernels) zen4, 26 (0x1A) or later zen5, any other
 // CPU intel. The family: base family 15 plus the extended family.
-Tuning cpu_tuning() {
+Tuning cpuid_tuning() {
     __builtin_cpu_init();
     unsigned a = 0, b = 0, c = 0, d = 0;
     if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return Tuning::intel;
     const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
     return family >= 0x1A ? Tuning::zen5 : family == 0x19 ? Tuning::zen4 : Tuning::intel;
 }
-// tuning(): cpuid's answer from the start, until PLAINLLAMA_TUNING (at the table's choice) or use_tuning sets it.
-std::atomic<Tuning> g_tuning{cpu_tuning()};
-
 constexpr Tuning kTunings[] = {Tuning::intel, Tuning::zen4, Tuning::zen5};
+
+// The tuning in use, as an int; -1 until the first tuning() (or use_tuning) sets it.
+std::atomic<int> g_tuning{-1};
+
+// PLAINLLAMA_TUNING's (UsageError when it names none), else cpuid's.
+Tuning choose_tuning() {
+    const char* t = std::getenv("PLAINLLAMA_TUNING");
+    if (!t || !*t) return cpuid_tuning();
+    std::string names;
+    for (Tuning k : kTunings) {
+        if (std::string(t) == tuning_name(k)) return k;
+        names += (names.empty() ? "" : ", ") + std::string(tuning_name(k));
+    }
+    throw UsageError(std::string("PLAINLLAMA_TUNING=") + t + ": unknown tuning (expected one of " + names + ")");
+}
 
 std::string join(const std::vector<std::string>& names) {
     std::string s;
@@ -73,13 +84,7 @@ const Kernels& table_of(const std::string& name, const std::string& what) {
 }
 
 const Kernels& choose() {
-    if (const char* t = std::getenv("PLAINLLAMA_TUNING"); t && *t) {
-        const auto it = std::find_if(std::begin(kTunings), std::end(kTunings),
-                                     [&](Tuning k) { return std::string(t) == tuning_name(k); });
-        if (it == std::end(kTunings))
-            throw UsageError(std::string("PLAINLLAMA_TUNING=") + t + ": unknown tuning (expected intel, zen4 or zen5)");
-        g_tuning.store(*it, std::memory_order_relaxed);
-    }
+    tuning();  // so that a bad PLAINLLAMA_TUNING is an error here too, before any kernel runs
     const char* env = std::getenv("PLAINLLAMA_KERNELS");
     if (env && *env) return table_of(env, std::string("PLAINLLAMA_KERNELS=") + env);
     return table_of(kernel_variants().front(), "kernels");
@@ -96,7 +101,15 @@ const Kernels& active() {
     return *k;
 }
 
-Tuning tuning() { return g_tuning.load(std::memory_order_relaxed); }
+Tuning tuning() {
+    int t = g_tuning.load(std::memory_order_relaxed);
+    if (t < 0) {
+        t = static_cast<int>(choose_tuning());
+        int unset = -1;  // a use_tuning meanwhile wins
+        if (!g_tuning.compare_exchange_strong(unset, t, std::memory_order_relaxed)) t = unset;
+    }
+    return static_cast<Tuning>(t);
+}
 
 }  // namespace isa
 
@@ -116,7 +129,9 @@ void use_kernels(const std::string& name) {
 
 Tuning tuning() { return isa::tuning(); }
 
-void use_tuning(Tuning t) { isa::g_tuning.store(t, std::memory_order_relaxed); }
+Tuning cpu_tuning() { return isa::cpuid_tuning(); }
+
+void use_tuning(Tuning t) { isa::g_tuning.store(static_cast<int>(t), std::memory_order_relaxed); }
 
 const char* tuning_name(Tuning t) {
     switch (t) {

@@ -153,8 +153,8 @@ float* thread_buffer(size_t n);
 // The table in use (chosen at the first call: PLAINLLAMA_KERNELS, else the best this CPU supports).
 const Kernels& active();
 
-// The decode kernels' tuning (kernels.h's Tuning): cpuid's answer (AMD family 25: zen4, 26 or later: zen5, else intel),
-// PLAINLLAMA_TUNING's when the table was chosen, or what use_tuning last set. avx512.cpp's kernels ask once per call.
+// The decode kernels' tuning (kernels.h's Tuning): what use_tuning last set, else PLAINLLAMA_TUNING's, else cpuid's
+// (AMD family 25: zen4, 26 or later: zen5, else intel), chosen at the first call. avx512.cpp's kernels ask once per call.
 Tuning tuning();
 
 }  // namespace plainllama::isa

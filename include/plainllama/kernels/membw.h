@@ -5,12 +5,12 @@
 namespace plainllama {
 
 // A streaming-read bandwidth test: every thread of the kernels' team (sys/team.h) sums its own contiguous slice of a
-// `bytes` buffer with the active kernels' vector loads, once with plain loads, once with a software prefetch of every
-// line (the float decode kernels' on Intel) and once with one of each 4 KiB page's first line (the Zen 5 decode
-// kernels'); a pass reports the fastest (which one is fastest depends on the CPU). The buffer sits on 2 MiB
-// pages where the kernel allows (as the packed weights do), is allocated when the test is made and first touched by
-// the threads that run its passes (so its pages sit near them), and is held until the test is destroyed, so that
-// passes can be timed between other work. A pass over a buffer smaller than 64 MiB reads it several times, so the
+// `bytes` buffer with the active kernels' vector loads, once with plain loads (the Zen 4 decode kernels'), once with a
+// software prefetch of every line (the float decode kernels' on Intel) and once with one of each 4 KiB page's first
+// line (the Zen 5 decode kernels'); a pass reports the fastest (which one is fastest depends on the CPU). The buffer
+// sits on 2 MiB pages where the kernel allows (as the packed weights do), is allocated when the test is made and first
+// touched by the threads that run its passes (so its pages sit near them), and is held until the test is destroyed, so
+// that passes can be timed between other work. A pass over a buffer smaller than 64 MiB reads it several times, so the
 // timer sees at least 64 MiB. The constructor throws Error when bytes < 4096 or the buffer cannot be allocated.
 class ReadBandwidthTest {
   public:
