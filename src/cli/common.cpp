@@ -5,20 +5,20 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <csignal>
-#include <cstdlib>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <random>
 #include <sstream>
 
 #include "plainllama/io/file.h"
-#include "plainllama/run/generate.h"
 #include "plainllama/io/utf8.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/run/generate.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/threads.h"
 

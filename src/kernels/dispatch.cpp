@@ -124,6 +124,7 @@ std::vector<std::string> kernel_variants() {
 const char* kernels_isa() { return isa::active().name; }
 
 void use_kernels(const std::string& name) {
+    isa::tuning();  // a bad PLAINLLAMA_TUNING is an error here, not in the first kernel call
     isa::g_active.store(&isa::table_of(name, "kernels"), std::memory_order_release);
 }
 

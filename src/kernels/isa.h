@@ -154,7 +154,7 @@ float* thread_buffer(size_t n);
 const Kernels& active();
 
 // The decode kernels' tuning (kernels.h's Tuning): what use_tuning last set, else PLAINLLAMA_TUNING's, else cpuid's
-// (AMD family 25: zen4, 26 or later: zen5, else intel), chosen at the first call. avx512.cpp's kernels ask once per call.
+// (AMD family 25: zen4, 26 or later: zen5, else intel), chosen at the first call. The AVX-512 kernels ask per call.
 Tuning tuning();
 
 }  // namespace plainllama::isa
