@@ -42,7 +42,8 @@ nlohmann::json bench_json(const test::fs::path& dir, const std::vector<std::stri
 }
 
 TEST(BenchCli, JsonHasEveryKeyWithSaneValues) {
-    const test::ScopedEnv env("PLAINLLAMA_KERNELS", "");  // empty: the best variant
+    // empty: the best variant, cpuid's tuning
+    const test::ScopedEnv env("PLAINLLAMA_KERNELS", ""), tuning("PLAINLLAMA_TUNING", "");
     const auto j = bench_json(model_dir(), {"-t", "1"});
     for (const char* k : {"model", "dtype", "threads", "weight_bytes", "rss_bytes", "bandwidth_gb_s", "pp", "tg"})
         ASSERT_TRUE(j.contains(k)) << k << " in " << j.dump();
@@ -89,8 +90,21 @@ TEST(BenchCli, JsonHasEveryKeyWithSaneValues) {
     EXPECT_NEAR(bw, sum / 3, 1e-9 * sum);
     // The best kernels this CPU runs.
     EXPECT_EQ(j["kernels"], kernel_variants().front());
-    // The decode kernels' tuning: PLAINLLAMA_TUNING's or cpuid's, as this process chose it from the same environment.
-    EXPECT_EQ(j["tuning"], tuning_name(tuning()));
+    EXPECT_EQ(j["tuning"], tuning_name(cpu_tuning()));
+}
+
+// The decode kernels' tuning that PLAINLLAMA_TUNING forces (here one other than cpuid's), in the JSON and beside the
+// AVX-512 variants in the text.
+TEST(BenchCli, ReportsTheTuningPlainllamaTuningForces) {
+    const Tuning forced = cpu_tuning() == Tuning::zen5 ? Tuning::intel : Tuning::zen5;
+    const test::ScopedEnv kernels("PLAINLLAMA_KERNELS", ""), env("PLAINLLAMA_TUNING", tuning_name(forced));
+    EXPECT_EQ(bench_json(model_dir())["tuning"], tuning_name(forced));
+    const auto r = run_binary({"bench", "-m", model_dir().string(), "-p", "8", "-n", "4", "-r", "1", "--quiet"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::string isa = kernel_variants().front();
+    const bool tuned = isa.rfind("avx512", 0) == 0;
+    const std::string line = "; kernels: " + isa + (tuned ? " (tuning " + std::string(tuning_name(forced)) + ")" : "");
+    EXPECT_NE(r.out.find(line + "\n"), std::string::npos) << r.out;
 }
 
 TEST(BenchCli, DtypeOfEachSharedModel) {

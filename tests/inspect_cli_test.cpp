@@ -113,6 +113,7 @@ TEST(InspectCli, CorruptFolderOneErrorLine) {
 // The kernels in use: the best this CPU runs, or the variant PLAINLLAMA_KERNELS names; an unknown variant, or one
 // this CPU cannot run, is one error line naming it and exit status 2.
 TEST(InspectCli, ReportsTheKernelsPlainllamaKernelsChooses) {
+    const test::ScopedEnv tuning("PLAINLLAMA_TUNING", "");  // cpuid's: a bad one would be the error here
     auto kernels = [] {
         const auto r = test::run_binary({"inspect", "-m", model_dir().string(), "--json"});
         EXPECT_EQ(r.status, 0) << r.err;
@@ -144,6 +145,7 @@ TEST(InspectCli, ReportsTheKernelsPlainllamaKernelsChooses) {
 // The decode kernels' tuning: cpuid's, or the one PLAINLLAMA_TUNING names; any other value is one error line naming it
 // and exit status 2. The text names it beside the AVX-512 variants alone (the others have no tuning).
 TEST(InspectCli, ReportsTheTuningPlainllamaTuningChooses) {
+    const test::ScopedEnv best("PLAINLLAMA_KERNELS", "");  // the best variant (each one in the last loop)
     auto run = [] { return test::run_binary({"inspect", "-m", model_dir().string(), "--json"}); };
     {
         const test::ScopedEnv env("PLAINLLAMA_TUNING", "");  // empty: cpuid's

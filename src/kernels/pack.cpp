@@ -89,6 +89,7 @@ PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, Qu
     if (padded > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
     uint8_t* dst = reinterpret_cast<uint8_t*>(data_.get() + used_);
     used_ += padded;
+    isa::active();  // chosen here, where a bad PLAINLLAMA_KERNELS or PLAINLLAMA_TUNING throws, not in the region below
     if (q == QuantType::none) {
         pack_matrix(dst, W, t, N, K);
         return PackedMatrix{dst, t, N, K};

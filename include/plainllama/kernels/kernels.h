@@ -53,8 +53,9 @@ void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t 
 //   "avx2"         AVX2 + FMA + F16C
 //   "scalar"       portable C++, any x86-64
 std::vector<std::string> kernel_variants();  // those this CPU runs, best first
-// The variant in use; the first call chooses it (UsageError for a PLAINLLAMA_KERNELS this CPU cannot run). Call it
-// before kernels run inside a parallel region or thread of your own: an error thrown there would end the process.
+// The variant in use; the first call chooses it (UsageError for a PLAINLLAMA_KERNELS this CPU cannot run, or an
+// unknown PLAINLLAMA_TUNING). Call it before kernels run inside a parallel region or thread of your own: an error
+// thrown there would end the process (PackedWeights::add calls it before its own).
 const char* kernels_isa();
 // Every kernel call from now on runs `name` (UsageError when unknown or not supported); not while kernels run.
 void use_kernels(const std::string& name);
