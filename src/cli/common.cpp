@@ -246,7 +246,7 @@ std::string model_name(const std::string& dir) {
 
 std::string kernels_line() {
     const std::string isa = kernels_isa();
-    return isa.rfind("avx512", 0) == 0 ? isa + " (tuning " + tuning_name(tuning()) + ")" : isa;
+    return kernels_tuned() ? isa + " (tuning " + tuning_name(tuning()) + ")" : isa;
 }
 
 TemplateChoice choose_template(const std::string& model_dir, const std::string& flag) {

@@ -677,6 +677,7 @@ float sum_stream(const float* p, int64_t n, ReadWay way) {
 
 constexpr Kernels kTable = {
     .name = "avx512",
+    .has_tuning = true,
     .tile_f32 = PL_TILES(micro_tile, float),
     // F16 panels read directly in tiles of up to 48 rows (below that, few rows cannot repay widening a block first;
     // above it the widened f32 block is faster); BF16 pairs at any height, so they are never widened.

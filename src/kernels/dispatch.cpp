@@ -1,7 +1,7 @@
 // Which ISA table the kernels run: the best this CPU supports (cpuid, through __builtin_cpu_supports, which also
 // checks that the OS saves the AVX-512 registers), or the one PLAINLLAMA_KERNELS names; chosen once, at the first
 // kernel call (main() asks first, so a bad PLAINLLAMA_KERNELS is a one-line error before any work); and the decode
-// kernels' tuning (kernels.h), from PLAINLLAMA_TUNING or cpuid, chosen once at the first call that asks for it (the
+// kernels' tuning (kernels.h), from PLAINLLAMA_TUNING or cpuid, chosen once at the first call that asks for it (a
 // table's choice asks too) unless use_tuning set it before.
 #include <cpuid.h>
 
@@ -36,31 +36,10 @@ const Variant kVariants[] = {
 
 std::atomic<const Kernels*> g_active{nullptr};
 
-// AMD family 25 (0x19: Zen 3 and Zen 4; only Zen 4 runs the AVX-512 kernels) zen4, 26 (0x1A) or later zen5, any other
-// CPU intel. The family: base family 15 plus the extended family.
-Tuning cpuid_tuning() {
-    __builtin_cpu_init();
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return Tuning::intel;
-    const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
-    return family >= 0x1A ? Tuning::zen5 : family == 0x19 ? Tuning::zen4 : Tuning::intel;
-}
 constexpr Tuning kTunings[] = {Tuning::intel, Tuning::zen4, Tuning::zen5};
 
 // The tuning in use, as an int; -1 until the first tuning() (or use_tuning) sets it.
 std::atomic<int> g_tuning{-1};
-
-// PLAINLLAMA_TUNING's (UsageError when it names none), else cpuid's.
-Tuning choose_tuning() {
-    const char* t = std::getenv("PLAINLLAMA_TUNING");
-    if (!t || !*t) return cpuid_tuning();
-    std::string names;
-    for (Tuning k : kTunings) {
-        if (std::string(t) == tuning_name(k)) return k;
-        names += (names.empty() ? "" : ", ") + std::string(tuning_name(k));
-    }
-    throw UsageError(std::string("PLAINLLAMA_TUNING=") + t + ": unknown tuning (expected one of " + names + ")");
-}
 
 std::string join(const std::vector<std::string>& names) {
     std::string s;
@@ -68,8 +47,22 @@ std::string join(const std::vector<std::string>& names) {
     return s;
 }
 
-// The table of `name`, or a UsageError naming `what` when it is unknown or this CPU cannot run it.
+// PLAINLLAMA_TUNING's (UsageError when it names none), else cpuid's.
+Tuning choose_tuning() {
+    const char* t = std::getenv("PLAINLLAMA_TUNING");
+    if (!t || !*t) return cpu_tuning();
+    std::vector<std::string> names;
+    for (Tuning k : kTunings) {
+        if (std::string(t) == tuning_name(k)) return k;
+        names.push_back(tuning_name(k));
+    }
+    throw UsageError(std::string("PLAINLLAMA_TUNING=") + t + ": unknown tuning (expected one of " + join(names) + ")");
+}
+
+// The table of `name`, or a UsageError naming `what` when it is unknown or this CPU cannot run it. Choosing a table
+// chooses the tuning too (tuning()), so that a bad PLAINLLAMA_TUNING is an error here, never in a kernel's first call.
 const Kernels& table_of(const std::string& name, const std::string& what) {
+    tuning();
     __builtin_cpu_init();
     for (const Variant& v : kVariants) {
         if (name != v.name) continue;
@@ -84,7 +77,6 @@ const Kernels& table_of(const std::string& name, const std::string& what) {
 }
 
 const Kernels& choose() {
-    tuning();  // so that a bad PLAINLLAMA_TUNING is an error here too, before any kernel runs
     const char* env = std::getenv("PLAINLLAMA_KERNELS");
     if (env && *env) return table_of(env, std::string("PLAINLLAMA_KERNELS=") + env);
     return table_of(kernel_variants().front(), "kernels");
@@ -124,13 +116,22 @@ std::vector<std::string> kernel_variants() {
 const char* kernels_isa() { return isa::active().name; }
 
 void use_kernels(const std::string& name) {
-    isa::tuning();  // a bad PLAINLLAMA_TUNING is an error here, not in the first kernel call
     isa::g_active.store(&isa::table_of(name, "kernels"), std::memory_order_release);
 }
 
 Tuning tuning() { return isa::tuning(); }
 
-Tuning cpu_tuning() { return isa::cpuid_tuning(); }
+// AMD family 25 (0x19: Zen 3 and Zen 4; only Zen 4 runs the AVX-512 kernels) zen4, 26 (0x1A) or later zen5, any other
+// CPU intel. The family: base family 15 plus the extended family.
+Tuning cpu_tuning() {
+    __builtin_cpu_init();
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return Tuning::intel;
+    const unsigned base = (a >> 8) & 0xF, family = base == 0xF ? base + ((a >> 20) & 0xFF) : base;
+    return family >= 0x1A ? Tuning::zen5 : family == 0x19 ? Tuning::zen4 : Tuning::intel;
+}
+
+bool kernels_tuned() { return isa::active().has_tuning; }
 
 void use_tuning(Tuning t) { isa::g_tuning.store(static_cast<int>(t), std::memory_order_relaxed); }
 

@@ -69,6 +69,7 @@ enum class ReadWay { plain, prefetch_lines, prefetch_pages };
 
 struct Kernels {
     const char* name = {};
+    bool has_tuning = {};  // its decode kernels follow tuning()
 
     MicroTile<float> tile_f32[kMRMax + 1] = {};  // indexed by MR ([0] unused)
     // Prefill tiles of at most f16_direct_rows (bf16_direct_rows) token rows read a 16-bit panel straight with these

@@ -63,12 +63,13 @@ void use_kernels(const std::string& name);
 // chains): intel (Intel's cores, and any CPU not named below), zen4 (AMD family 25: plain loads, no software prefetch)
 // and zen5 (AMD family 26 or later); the other variants have no tuning. tuning() is the one in use: what use_tuning
 // last set, else PLAINLLAMA_TUNING's (one of the names), else cpuid's, chosen at the first call (kernels_isa and
-// use_kernels ask too, so a bad PLAINLLAMA_TUNING is their UsageError). use_tuning(t) makes every kernel call from now
-// on take t (tests run all three on any CPU: every choice is exact, never a float step, so the results are the same
-// bits); not while kernels run.
+// use_kernels choose it too, so a bad PLAINLLAMA_TUNING is their UsageError). use_tuning(t) makes every kernel call
+// from now on take t (tests run all three on any CPU: every choice is exact, never a float step, so the results are the
+// same bits); not while kernels run.
 enum class Tuning { intel, zen4, zen5 };
 Tuning tuning();
-Tuning cpu_tuning();  // cpuid's answer alone
+Tuning cpu_tuning();   // cpuid's answer alone
+bool kernels_tuned();  // whether the variant in use (kernels_isa) follows the tuning: the AVX-512 ones
 void use_tuning(Tuning t);
 const char* tuning_name(Tuning t);  // "intel", "zen4", "zen5"
 
