@@ -176,20 +176,27 @@ void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const 
         matvec_panels(ks, MatmulJob{j.out + t * W.N, &W}, x + t * W.K, token(xq, t, W.K), p0, p1);
 }
 
-// [0, n) shared by the threads of a team step: each starts on its own contiguous share (an even split) and takes
-// it `claim` at a time from the front; a thread whose share is done moves the back half of what is left of another's
-// into its own share, and goes on as before (so a moved range is claimed `claim` at a time, and can move again). So
-// each thread streams one run of the weights, restarting (prefetch and all) only where it would otherwise wait. A share
-// is one word, begin << 32 | end, changed by compare-and-swap (by its owner, and by a thread moving its back half) or,
-// while empty, stored by its owner: its begin only rises and its end only falls until then, and the panels it then gets
-// were never in it before, so no swap can succeed on a stale word. Decode with the even split alone waited at the
-// step's end for 8-10% of every matmul's time (one thread or the other gets more of the memory bandwidth at any
-// moment: TinyLlama Q4_K_M, 2 threads, the threads' finish times 66-87 kcycles apart per call on average); pieces
-// handed out from one counter fixed the wait but cost each call about 10 us of restarts (a piece's first tiles come
-// without prefetch).
+// [0, n) shared by the threads of a team step: each starts on its own contiguous share (an even split) and takes it
+// from the front, `claim` at a time, or with `part` > 0 a part-th of what is left of it (at least `claim`); a thread
+// whose share is done moves the back half of what is left of another's into its own share, and goes on as before (so a
+// moved range is claimed the same way, and can move again). So each thread streams one run of the weights, restarting
+// (prefetch and all) only where it would otherwise wait. A share is one word, begin << 32 | end, changed by
+// compare-and-swap (by its owner, and by a thread moving its back half) or, while empty, stored by its owner: its begin
+// only rises and its end only falls until then, and the panels it then gets were never in it before, so no swap can
+// succeed on a stale word. Decode with the even split alone waited at the step's end for 8-10% of every matmul's time
+// (one thread or the other gets more of the memory bandwidth at any moment: TinyLlama Q4_K_M, 2 threads, the threads'
+// finish times 66-87 kcycles apart per call on average); pieces handed out from one counter fixed the wait but cost
+// each call about 10 us of restarts (a piece's first tiles come without prefetch). Decode claims a quarter of what is
+// left at a time rather than a panel: a thread's share of TinyLlama's q/k/v (40 panels) is taken in 14 claims, not 40
+// (each a locked compare-and-swap and a call into the kernel). Zen 4, 2 threads, in one process, the two alternating:
+// TinyLlama Q4_K_M decode token by token, 78.0-83.4% -> 81.3-87.5% of a read of as many bytes at 52-60 GB/s (2-7%),
+// higher in 12 of 12 runs of 16 tokens each, at 31-37 GB/s alike (higher in 5 of 13, within 4 points); q4_k [5632,
+// 2048] products, 600 MB at a time: 6.3% faster (median) at 46-61 GB/s, in 28 of 34 rounds, 1.4% at 25-45; an eighth or
+// a sixteenth 4.3-4.4% faster. On Zen 5 a quarter or an eighth was alike (decode 67.5 and 68.4 against 67.8 GB/s).
 class Shares {
   public:
-    Shares(int64_t n, int nt, int64_t claim) : nt_(nt), claim_(claim), ranges_(new Range[size_t(nt)]) {
+    Shares(int64_t n, int nt, int64_t claim, int64_t part = 0)
+        : nt_(nt), claim_(claim), part_(part), ranges_(new Range[size_t(nt)]) {
         for (int t = 0; t < nt; ++t)
             ranges_[t].r.store(pack(start(n, nt, t), start(n, nt, t + 1)), std::memory_order_relaxed);
     }
@@ -217,7 +224,8 @@ class Shares {
         for (;;) {
             const int64_t b = int64_t(r >> 32), e = int64_t(r & 0xffffffffu);
             if (b >= e) return false;
-            const int64_t s = front ? std::min(claim_, e - b) : (e - b + 1) / 2;
+            const int64_t s =
+                front ? std::min(std::max(claim_, part_ > 0 ? (e - b) / part_ : 0), e - b) : (e - b + 1) / 2;
             const uint64_t left = front ? pack(b + s, e) : pack(b, e - s);
             if (ranges_[v].r.compare_exchange_weak(r, left, std::memory_order_relaxed)) {
                 *lo = front ? b : e - s, *hi = front ? b + s : e;
@@ -226,7 +234,7 @@ class Shares {
         }
     }
     const int nt_;
-    const int64_t claim_;
+    const int64_t claim_, part_;
     std::unique_ptr<Range[]> ranges_;
 };
 
@@ -275,7 +283,7 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
     // the next product's shares, for its workers to prefetch (T_ == 1)
     const int64_t next_panels = T_ == 1 && next.n_jobs > 0 ? total_panels(next.jobs, next.n_jobs) : 0;
     const int next_nt = next_panels > 0 ? decode_threads(next_panels, next.jobs[0].W->K, 1) : 1;
-    Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes));
+    Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes), T_ == 1 ? 4 : 0);
     // Decode: every thread quantizes x itself (the same bytes) rather than one before the step while the others
     // wait: the same time before the first weights are read, with no barrier. 2 threads, a q4_k [2048, 2048] or
     // [2048, 5632] per call, out of cache, the calls alternating with a read stream of as many bytes: 94.6-97.9% ->
