@@ -40,6 +40,8 @@ constexpr int64_t kRowsChunkBytes = 256 << 10;
 // Decode: bytes at the start of each thread's share of the weights sent into L2 before it quantizes x, so that its
 // stream has begun by the time its kernels start (see matvec_many).
 constexpr int64_t kShareStartBytes = 16 << 10;
+// Decode: each thread claims this part of what is left of its share at a time (Shares: a quarter).
+constexpr int64_t kDecodeClaimPart = 4;
 // Decode: bytes at the start of each worker's share of the next product (MatmulNext) sent into its L2 after its part
 // of this one, while the caller runs the steps in between (the norms, RoPE, attention's start, SwiGLU: the memory
 // would idle). TinyLlama Q4_K_M, 2 threads, one process per variant in turn, medians of 40 tokens: decode 63.2-64.6
@@ -283,7 +285,8 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
     // the next product's shares, for its workers to prefetch (T_ == 1)
     const int64_t next_panels = T_ == 1 && next.n_jobs > 0 ? total_panels(next.jobs, next.n_jobs) : 0;
     const int next_nt = next_panels > 0 ? decode_threads(next_panels, next.jobs[0].W->K, 1) : 1;
-    Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes), T_ == 1 ? 4 : 0);
+    Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes),
+                  T_ == 1 ? kDecodeClaimPart : 0);
     // Decode: every thread quantizes x itself (the same bytes) rather than one before the step while the others
     // wait: the same time before the first weights are read, with no barrier. 2 threads, a q4_k [2048, 2048] or
     // [2048, 5632] per call, out of cache, the calls alternating with a read stream of as many bytes: 94.6-97.9% ->
