@@ -163,7 +163,7 @@ TEST(InspectCli, ReportsTheTuningPlainllamaTuningChooses) {
         const test::ScopedEnv kernels("PLAINLLAMA_KERNELS", k.c_str()), env("PLAINLLAMA_TUNING", "zen5");
         const auto r = test::run_binary({"inspect", "-m", model_dir().string()});
         ASSERT_EQ(r.status, 0) << r.err;
-        const bool tuned = k.rfind("avx512", 0) == 0;
+        const bool tuned = test::variant_has_tuning(k);
         EXPECT_TRUE(HasSubstr(r.out, "\nkernels: " + k + (tuned ? " (tuning zen5)\n" : "\n"))) << r.out;
     }
     for (const char* t : {"zen3", "Intel", "zen4 "}) {

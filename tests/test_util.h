@@ -61,6 +61,9 @@ using Threads = Scoped<int, thread_count, set_threads>;            // the thread
 using UseKernels = Scoped<std::string, kernels_isa, use_kernels>;  // the kernel variant
 using UseTuning = Scoped<Tuning, tuning, use_tuning>;              // the AVX-512 kernels' tuning
 
+// Whether a kernel variant's decode kernels follow the tuning, as kernels.h says: the AVX-512 ones.
+inline bool variant_has_tuning(const std::string& variant) { return variant.rfind("avx512", 0) == 0; }
+
 // A test suite that runs once per kernel variant this CPU supports (kernel_variants()): `class Suite : public
 // test::EveryKernel {};`, TEST_P(Suite, Name), then PL_FOR_EVERY_KERNEL(Suite). Test names end in the variant.
 class EveryKernel : public ::testing::TestWithParam<std::string> {

@@ -197,7 +197,7 @@ void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const 
 // a sixteenth 4.3-4.4% faster. On Zen 5 a quarter or an eighth was alike (decode 67.5 and 68.4 against 67.8 GB/s).
 class Shares {
   public:
-    Shares(int64_t n, int nt, int64_t claim, int64_t part = 0)
+    Shares(int64_t n, int nt, int64_t claim, int64_t part)
         : nt_(nt), claim_(claim), part_(part), ranges_(new Range[size_t(nt)]) {
         for (int t = 0; t < nt; ++t)
             ranges_[t].r.store(pack(start(n, nt, t), start(n, nt, t + 1)), std::memory_order_relaxed);

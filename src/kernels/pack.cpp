@@ -89,7 +89,6 @@ PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, Qu
     if (padded > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
     uint8_t* dst = reinterpret_cast<uint8_t*>(data_.get() + used_);
     used_ += padded;
-    isa::active();  // chosen here, where a bad PLAINLLAMA_KERNELS or PLAINLLAMA_TUNING throws, not in the region below
     if (q == QuantType::none) {
         pack_matrix(dst, W, t, N, K);
         return PackedMatrix{dst, t, N, K};
@@ -97,6 +96,7 @@ PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, Qu
     const size_t row = quant_row_bytes(q, K), es = dtype_size(t);
     const bool rows16 = tiled(q, N);
     const int64_t per = rows16 ? 16 : 1, nb = K / quant_block(q);  // rows per unit of work
+    isa::active();  // chosen here, where a bad PLAINLLAMA_KERNELS or PLAINLLAMA_TUNING throws, not in the region
 #pragma omp parallel if (N * K >= kParallelWork)
     {
         std::vector<float> x(static_cast<size_t>(K));                 // [K] one row in f32
