@@ -1,7 +1,7 @@
 // Micro-benchmarks of the hot kernels (Google Benchmark): matmul as decode (T = 1, memory-bound matvec), as a
 // short prompt or chat turn (T = 2, 8, 32) and as prefill (T = 128: the GEMM, or for quantized matrices the integer
 // products, tiled, and the dequantizing GEMM for N = 1000, not tiled) on LLaMA-7B-like shapes for every weight type,
-// and rmsnorm.
+// rmsnorm, and the element-wise steps (SwiGLU, softmax, the residual add).
 //   bytes_per_second = weight bytes read per call (the honest figure for the memory-bound T = 1 case)
 //   FLOP/s           = 2 T N K per call;  items_per_second = tokens
 // Run e.g.: plainllama_microbench --benchmark_min_time=0.05 --benchmark_filter=matmul
@@ -145,6 +145,25 @@ void BM_silu_mul(benchmark::State& state) {
     state.SetItemsProcessed(int64_t(state.iterations()) * n);
 }
 BENCHMARK(BM_silu_mul)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// softmax over decode's attention scores: 32 query heads' rows of 2048 keys (TinyLlama at 2048 positions), one row
+// after another on this thread, as attention's work items run them; items = elements. Each iteration restores the
+// scores first (softmax works in place), timed with it.
+void BM_softmax(benchmark::State& state) {
+    const int64_t rows = 32, n = 2048;
+    std::vector<float> s0(static_cast<size_t>(rows * n)), s(static_cast<size_t>(rows * n));
+    std::mt19937 rng(4);
+    std::normal_distribution<float> d(0.0f, 8.0f);
+    for (float& v : s0) v = d(rng);
+    for (auto _ : state) {
+        std::copy(s0.begin(), s0.end(), s.begin());
+        for (int64_t r = 0; r < rows; ++r) softmax(s.data() + r * n, n, 0.125f);
+        benchmark::DoNotOptimize(s.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetItemsProcessed(int64_t(state.iterations()) * rows * n);
+}
+BENCHMARK(BM_softmax)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 void BM_add_inplace(benchmark::State& state) {
     const int64_t n = 128 * 2048;
