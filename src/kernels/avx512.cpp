@@ -309,6 +309,12 @@ struct Dot4Vnni {
         asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
         return acc;
     }
+    // f with s = the 4 bytes at x4 in every lane, as the instruction's broadcast memory operand ({1to16}): one
+    // operation where a broadcast and f take two
+    __attribute__((always_inline)) static __m512i fx(__m512i acc, __m512i u, const int8_t* x4) {
+        asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(x4)));
+        return acc;
+    }
 };
 
 // q8_0 tiles hold q + 128 (u8): with VNNI, vpdpbusd's sum of (q + 128) x less 128 sum(x); without, q recovered
@@ -400,6 +406,13 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // past the L1 prefetches, so that the hardware's prefetcher is under way in a page before they reach it: every
 // product of a token, variants in turn in one process, medians of 10: 4 KiB on 49.3 GB/s against 49.6 without, 8 KiB
 // 59.0 against 53.5-55.2, 12-24 KiB 59.0-59.7 against 53.5-55.3. q6_k's Zen 5 tuning is the same (below).
+//
+// zen4: no software prefetch, and one token's chunks of x as vpdpbusd's broadcast memory operand (Dot4::fx), a
+// vector operation less per 64 bytes. Zen 4 (family 25), 2 threads, TinyLlama Q4_K_M decode in one process, the two
+// forms token by token in turn, each token's GB/s over a read of as many bytes right after it, 5 sittings of 300-400
+// pairs (2026-12-04): medians per sitting +0.6-1.6% where the read ran under 40 GB/s, +2.2-8.3% at 48 or more, faster
+// in 55% and 60% of the pairs. The same in q6_k's kernel (Q6_K: +1.4% under 40, -2.6% at 48 or more) and q8_0's (7-20%
+// slower) did not pay; they keep the broadcast in a register.
 constexpr size_t kTilePageAhead = 16 << 10;
 template <class Dot4, int M, Tuning kT>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
@@ -408,6 +421,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
     const int64_t nb = K / 256;
     constexpr int kChains = kT != Tuning::intel && M == 1 && !Dot4::kPairs16 ? 2 : 1;
     static_assert(kChains == 1 || !Dot4::kPairs16, "int16 pair sums are not added as int32 chains");
+    constexpr bool kBroadcastOperand = kT == Tuning::zen4 && M == 1 && !Dot4::kPairs16;  // Dot4::fx: above
     const __m512i nib = _mm512_set1_epi8(0x0F);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
@@ -440,6 +454,9 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                         if constexpr (Dot4::kPairs16) {
                             l = _mm512_add_epi16(l, _mm512_maddubs_epi16(vl, _mm512_set1_epi32(xl)));
                             h = _mm512_add_epi16(h, _mm512_maddubs_epi16(vh, _mm512_set1_epi32(xh)));
+                        } else if constexpr (kBroadcastOperand) {
+                            l = Dot4::fx(l, vl, xq + 64 * gr + 4 * c);
+                            h = Dot4::fx(h, vh, xq + 64 * gr + 32 + 4 * c);
                         } else {
                             l = Dot4::f(l, vl, _mm512_set1_epi32(xl));
                             h = Dot4::f(h, vh, _mm512_set1_epi32(xh));
