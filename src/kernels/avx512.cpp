@@ -315,6 +315,12 @@ struct Dot4Vnni {
         asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(x4)));
         return acc;
     }
+    // acc += each lane's two int16 of u times the two at x2 (vpdpwssd, x2 broadcast as fx's): vpmaddwd and the add
+    // in one operation
+    __attribute__((always_inline)) static __m512i fw(__m512i acc, __m512i u, const int16_t* x2) {
+        asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(x2)));
+        return acc;
+    }
 };
 
 // q8_0 tiles hold q + 128 (u8): with VNNI, vpdpbusd's sum of (q + 128) x less 128 sum(x); without, q recovered
@@ -407,13 +413,19 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // product of a token, variants in turn in one process, medians of 10: 4 KiB on 49.3 GB/s against 49.6 without, 8 KiB
 // 59.0 against 53.5-55.2, 12-24 KiB 59.0-59.7 against 53.5-55.3. q6_k's Zen 5 tuning is the same (below).
 //
-// zen4: no software prefetch, and one token's chunks of x as vpdpbusd's broadcast memory operand (Dot4::fx), a
-// vector operation less per 64 bytes. Zen 4 (family 25), 2 threads, TinyLlama Q4_K_M decode in one process, the two
-// forms token by token in turn, each token's GB/s over a read of as many bytes right after it, 5 sittings of 300-400
-// pairs (2026-12-04): medians per sitting +0.6-1.6% where the read ran under 40 GB/s, +2.2-8.3% at 48 or more, faster
-// in 55% and 60% of the pairs. The same in q6_k's kernel (Q6_K: +1.4% under 40, -2.6% at 48 or more) and q8_0's (7-20%
+// zen4: no software prefetch, and one token's chunks of x as vpdpbusd's broadcast memory operand (Dot4::fx), a vector
+// operation less per 64 bytes; the same for the mins' sums (Dot4::fw: 3 operations per two sub-blocks, not 9). Zen 4
+// (family 25), 2 threads, TinyLlama Q4_K_M decode in one process, the two forms token by token in turn, each token's
+// GB/s over a read of as many bytes right after it, 5 sittings of 300-400 pairs (2026-12-04): medians per sitting
+// +0.6-1.6% where the read ran under 40 GB/s, +2.2-8.3% at 48 or more, faster in 55% and 60% of the pairs. Then the
+// mins' 3 operations, 4 sittings of 400-500 pairs: +0.6-1.2% under 40 GB/s, -2.1 to +0.9% at 48 or more (faster in 54%
+// and 52% of the pairs). The same in q6_k's kernel (Q6_K: +1.4% under 40, -2.6% at 48 or more) and q8_0's (7-20%
 // slower) did not pay; they keep the broadcast in a register.
 constexpr size_t kTilePageAhead = 16 << 10;
+// Word i of the rows' mins of two sub-blocks widened to int16 ([16 rows of j][16 rows of j + 1]) for word i of the
+// pairs (m_j, m_j+1) of each row, by vpermw.
+alignas(64) constexpr uint16_t kMinPairWords[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                    8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
 template <class Dot4, int M, Tuning kT>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
@@ -485,14 +497,23 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                                                                              _mm512_mullo_epi32(hi[m][0], sc_hi)));
                 }
             }
-            for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs, by vpmaddwd
-                const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j));
-                const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 208 + 16 * j));
-                const __m512i mn =
-                    _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
-                for (int m = 0; m < M; ++m) {
-                    const __m512i s = _mm512_set1_epi32(sums32_pair(x[m * ldx + b], j));
-                    imin[m] = _mm512_add_epi32(imin[m], _mm512_madd_epi16(mn, s));
+            if constexpr (kBroadcastOperand) {  // the same pairs: widened, paired by vpermw, Dot4::fw
+                const __m512i pair_words = _mm512_load_si512(kMinPairWords);
+                for (int j = 0; j < 8; j += 2) {
+                    const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 192 + 16 * j));
+                    const __m512i mn = _mm512_permutexvar_epi16(pair_words, _mm512_cvtepu8_epi16(mins));
+                    imin[0] = Dot4::fw(imin[0], mn, x[b].sums32 + j);
+                }
+            } else {
+                for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs, by vpmaddwd
+                    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j));
+                    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 208 + 16 * j));
+                    const __m512i mn =
+                        _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
+                    for (int m = 0; m < M; ++m) {
+                        const __m512i s = _mm512_set1_epi32(sums32_pair(x[m * ldx + b], j));
+                        imin[m] = _mm512_add_epi32(imin[m], _mm512_madd_epi16(mn, s));
+                    }
                 }
             }
             const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
