@@ -413,14 +413,16 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // product of a token, variants in turn in one process, medians of 10: 4 KiB on 49.3 GB/s against 49.6 without, 8 KiB
 // 59.0 against 53.5-55.2, 12-24 KiB 59.0-59.7 against 53.5-55.3. q6_k's Zen 5 tuning is the same (below).
 //
-// zen4: no software prefetch, and one token's chunks of x as vpdpbusd's broadcast memory operand (Dot4::fx), a vector
-// operation less per 64 bytes; the same for the mins' sums (Dot4::fw: 3 operations per two sub-blocks, not 9). Zen 4
-// (family 25), 2 threads, TinyLlama Q4_K_M decode in one process, the two forms token by token in turn, each token's
-// GB/s over a read of as many bytes right after it, 5 sittings of 300-400 pairs (2026-12-04): medians per sitting
-// +0.6-1.6% where the read ran under 40 GB/s, +2.2-8.3% at 48 or more, faster in 55% and 60% of the pairs. Then the
-// mins' 3 operations, 4 sittings of 400-500 pairs: +0.6-1.2% under 40 GB/s, -2.1 to +0.9% at 48 or more (faster in 54%
-// and 52% of the pairs). The same in q6_k's kernel (Q6_K: +1.4% under 40, -2.6% at 48 or more) and q8_0's (7-20%
-// slower) did not pay; they keep the broadcast in a register.
+// zen4: no software prefetch, and the tokens' chunks of x as vpdpbusd's broadcast memory operand (Dot4::fx), a vector
+// operation less per 64 bytes and token; the same for the mins' sums (Dot4::fw: 3 operations per two sub-blocks, not
+// 9). Zen 4 (family 25), 2 threads, TinyLlama Q4_K_M decode in one process, the two forms token by token in turn, each
+// token's GB/s over a read of as many bytes right after it, 5 sittings of 300-400 pairs (2026-12-04): medians per
+// sitting +0.6-1.6% where the read ran under 40 GB/s, +2.2-8.3% at 48 or more, faster in 55% and 60% of the pairs. Then
+// the mins' 3 operations, 4 sittings of 400-500 pairs: +0.6-1.2% under 40 GB/s, -2.1 to +0.9% at 48 or more (faster in
+// 54% and 52% of the pairs). For several tokens at once (prompts), the same: TinyLlama Q4_K_M, a 128-token prompt, the
+// two forms in turn in one process, 4 sittings of 30-40 pairs: +3.3-5.5%, faster in 77-85% of the pairs. The same in
+// q6_k's kernel (one token: Q6_K +1.4% under 40, -2.6% at 48 or more) and q8_0's (7-20% slower) did not pay; they keep
+// the broadcast in a register.
 constexpr size_t kTilePageAhead = 16 << 10;
 // Word i of the rows' mins of two sub-blocks widened to int16 ([16 rows of j][16 rows of j + 1]) for word i of the
 // pairs (m_j, m_j+1) of each row, by vpermw.
@@ -433,7 +435,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
     const int64_t nb = K / 256;
     constexpr int kChains = kT != Tuning::intel && M == 1 && !Dot4::kPairs16 ? 2 : 1;
     static_assert(kChains == 1 || !Dot4::kPairs16, "int16 pair sums are not added as int32 chains");
-    constexpr bool kBroadcastOperand = kT == Tuning::zen4 && M == 1 && !Dot4::kPairs16;  // Dot4::fx: above
+    constexpr bool kBroadcastOperand = kT == Tuning::zen4 && !Dot4::kPairs16;  // Dot4::fx, Dot4::fw: above
     const __m512i nib = _mm512_set1_epi8(0x0F);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
@@ -502,7 +504,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 for (int j = 0; j < 8; j += 2) {
                     const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 192 + 16 * j));
                     const __m512i mn = _mm512_permutexvar_epi16(pair_words, _mm512_cvtepu8_epi16(mins));
-                    imin[0] = Dot4::fw(imin[0], mn, x[b].sums32 + j);
+                    for (int m = 0; m < M; ++m) imin[m] = Dot4::fw(imin[m], mn, x[m * ldx + b].sums32 + j);
                 }
             } else {
                 for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs, by vpmaddwd
