@@ -336,6 +336,10 @@ struct Dot4Vnni {
 // in 4 of 4 (at 36-46 GB/s within 2%); then the 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains:
 // 45.9-46.5, lower), and in minutes at 69-77 GB/s, the prefetching body -> these loads -> 4 chains: 53.2-57.8 ->
 // 55.9-58.6 -> 57.1-61.7; then the page starts, 10 rounds: 38.8 -> 52.5-55.3 GB/s (2-6 KiB ahead).
+//
+// zen4: several tokens' chunks of x as vpdpbusd's broadcast memory operand (Dot4Vnni::fx, as q4_k's): a 128-token
+// TinyLlama Q8_0 prompt, both forms in turn in one process, 3 sittings of 30 pairs: +5.7-6.6%, faster in 26-30 of 30
+// (2026-12-04). One token keeps the broadcast in a register: the operand made Q8_0 decode 7-20% slower.
 template <bool kVnni, int M, Tuning kT>
 __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x32* x, int64_t ldx, int64_t g0,
@@ -364,7 +368,9 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
                     __builtin_memcpy(&xc, x[m * ldx + b].qs + 4 * c, 4);
                     const __m512i xs = _mm512_set1_epi32(xc);
                     __m512i& s = isum[m][c % kChains];
-                    if constexpr (kVnni) {
+                    if constexpr (kVnni && kT == Tuning::zen4 && M > 1) {
+                        s = Dot4Vnni::fx(s, q, x[m * ldx + b].qs + 4 * c);
+                    } else if constexpr (kVnni) {
                         s = Dot4Vnni::f(s, q, xs);
                     } else {
                         const __m512i sq = _mm512_mask_sub_epi8(q, _mm512_movepi8_mask(xs), _mm512_setzero_si512(), q);
@@ -630,7 +636,9 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
 // Several tokens at once (M = 2 .. 4, as q4_k's), the chunks c < 4 and c >= 4 in turn so that each token holds 4
 // sub-block sums at a time (M = 4: 16 registers); the integer sums are exact in any order, so the same bits as each
 // token alone. (One token stays with the kernel above: 63-69 GB/s from L2 on one Zen 5 core, where this body with
-// M = 1 reads 55-57.)
+// M = 1 reads 55-57.) zen4: x's chunks as vpdpbusd's broadcast memory operand (Dot4::fx), as q4_k's: a 128-token
+// TinyLlama Q6_K prompt, both forms in turn in one process, 6 sittings of 30-40 pairs: +1.4-4.4%, faster in 53-85% of
+// the pairs (2026-12-04).
 template <class Dot4, int M, Tuning kT>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
@@ -659,8 +667,13 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                         for (int m = 0; m < M; ++m)
                             for (int k = 0; k < 4; ++k) {
                                 int32_t xk;
-                                __builtin_memcpy(&xk, x[m * ldx + b].qs + 128 * h + 32 * k + 4 * c, 4);
-                                s[m][k] = Dot4::f(s[m][k], q[k], _mm512_set1_epi32(xk));
+                                const int8_t* x4 = x[m * ldx + b].qs + 128 * h + 32 * k + 4 * c;
+                                if constexpr (kT == Tuning::zen4 && !Dot4::kPairs16) {
+                                    s[m][k] = Dot4::fx(s[m][k], q[k], x4);
+                                } else {
+                                    __builtin_memcpy(&xk, x4, 4);
+                                    s[m][k] = Dot4::f(s[m][k], q[k], _mm512_set1_epi32(xk));
+                                }
                             }
                     }
                     for (int k = 0; k < 4; ++k) {
