@@ -301,6 +301,12 @@ struct Dot4Plain {
         return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
     }
 };
+// The 4 bytes at p in every lane (a chunk of x: 4 activations, one per u8 x s8 group).
+__attribute__((always_inline)) inline __m512i splat4(const int8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
 // vpdpbusd written as an instruction rather than the intrinsic, so that it inlines into kernels compiled for plain
 // x86-64-v4 (only the avx512_bf16 table, on CPUs with AVX512_VNNI, points at the kernels that use it).
 struct Dot4Vnni {
@@ -322,6 +328,20 @@ struct Dot4Vnni {
         return acc;
     }
 };
+
+// Whether the kernels take x's chunks as vpdpbusd's broadcast memory operand (Dot4Vnni::fx, fw) rather than broadcast
+// into a register first: with VNNI, in Zen 4's tuning (each kernel's comment has the figures; q6_k and q8_0 for
+// several tokens only).
+template <class Dot4, Tuning kT>
+constexpr bool kXOperand = kT == Tuning::zen4 && !Dot4::kPairs16;
+// acc = Dot4::f(acc, u, the chunk of x at x4 in every lane), the chunk as the memory operand with kOperand.
+template <class Dot4, bool kOperand>
+__attribute__((always_inline)) inline __m512i dot4_x(__m512i acc, __m512i u, const int8_t* x4) {
+    if constexpr (kOperand)
+        return Dot4::fx(acc, u, x4);
+    else
+        return Dot4::f(acc, u, splat4(x4));
+}
 
 // q8_0 tiles hold q + 128 (u8): with VNNI, vpdpbusd's sum of (q + 128) x less 128 sum(x); without, q recovered
 // (^ 0x80) and |x| . (q with x's sign) by vpmaddubsw, which cannot saturate then (2 x 127 x 127), exact for
@@ -364,15 +384,12 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
                     kT == Tuning::intel ? load_ahead<kT>(T + 32 + 64 * c, ahead) : _mm512_loadu_si512(T + 32 + 64 * c);
                 const __m512i q = kVnni ? v : _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
                 for (int m = 0; m < M; ++m) {
-                    int32_t xc;
-                    __builtin_memcpy(&xc, x[m * ldx + b].qs + 4 * c, 4);
-                    const __m512i xs = _mm512_set1_epi32(xc);
+                    const int8_t* x4 = x[m * ldx + b].qs + 4 * c;
                     __m512i& s = isum[m][c % kChains];
-                    if constexpr (kVnni && kT == Tuning::zen4 && M > 1) {
-                        s = Dot4Vnni::fx(s, q, x[m * ldx + b].qs + 4 * c);
-                    } else if constexpr (kVnni) {
-                        s = Dot4Vnni::f(s, q, xs);
+                    if constexpr (kVnni) {
+                        s = dot4_x<Dot4Vnni, (kXOperand<Dot4Vnni, kT> && M > 1)>(s, q, x4);
                     } else {
+                        const __m512i xs = splat4(x4);
                         const __m512i sq = _mm512_mask_sub_epi8(q, _mm512_movepi8_mask(xs), _mm512_setzero_si512(), q);
                         s = Dot4Plain::f(s, _mm512_abs_epi8(xs), sq);
                     }
@@ -441,7 +458,6 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
     const int64_t nb = K / 256;
     constexpr int kChains = kT != Tuning::intel && M == 1 && !Dot4::kPairs16 ? 2 : 1;
     static_assert(kChains == 1 || !Dot4::kPairs16, "int16 pair sums are not added as int32 chains");
-    constexpr bool kBroadcastOperand = kT == Tuning::zen4 && !Dot4::kPairs16;  // Dot4::fx, Dot4::fw: above
     const __m512i nib = _mm512_set1_epi8(0x0F);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
@@ -466,20 +482,15 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                     const __m512i vh = Dot4::kPairs16 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), nib)
                                                       : _mm512_andnot_si512(nib, v);
                     for (int m = 0; m < M; ++m) {
-                        const int8_t* xq = x[m * ldx + b].qs;
-                        int32_t xl, xh;
-                        __builtin_memcpy(&xl, xq + 64 * gr + 4 * c, 4);
-                        __builtin_memcpy(&xh, xq + 64 * gr + 32 + 4 * c, 4);
+                        const int8_t* xq = x[m * ldx + b].qs;  // sub-blocks 2 gr (xl) and 2 gr + 1 (xh)
+                        const int8_t *xl = xq + 64 * gr + 4 * c, *xh = xq + 64 * gr + 32 + 4 * c;
                         __m512i &l = lo[m][c % kChains], &h = hi[m][c % kChains];
                         if constexpr (Dot4::kPairs16) {
-                            l = _mm512_add_epi16(l, _mm512_maddubs_epi16(vl, _mm512_set1_epi32(xl)));
-                            h = _mm512_add_epi16(h, _mm512_maddubs_epi16(vh, _mm512_set1_epi32(xh)));
-                        } else if constexpr (kBroadcastOperand) {
-                            l = Dot4::fx(l, vl, xq + 64 * gr + 4 * c);
-                            h = Dot4::fx(h, vh, xq + 64 * gr + 32 + 4 * c);
+                            l = _mm512_add_epi16(l, _mm512_maddubs_epi16(vl, splat4(xl)));
+                            h = _mm512_add_epi16(h, _mm512_maddubs_epi16(vh, splat4(xh)));
                         } else {
-                            l = Dot4::f(l, vl, _mm512_set1_epi32(xl));
-                            h = Dot4::f(h, vh, _mm512_set1_epi32(xh));
+                            l = dot4_x<Dot4, kXOperand<Dot4, kT>>(l, vl, xl);
+                            h = dot4_x<Dot4, kXOperand<Dot4, kT>>(h, vh, xh);
                         }
                     }
                 }
@@ -505,7 +516,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                                                                              _mm512_mullo_epi32(hi[m][0], sc_hi)));
                 }
             }
-            if constexpr (kBroadcastOperand) {  // the same pairs: widened, paired by vpermw, Dot4::fw
+            if constexpr (kXOperand<Dot4, kT>) {  // the same pairs: widened, paired by vpermw, Dot4::fw
                 const __m512i pair_words = _mm512_load_si512(kMinPairWords);
                 for (int j = 0; j < 8; j += 2) {
                     const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 192 + 16 * j));
@@ -615,11 +626,8 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
                 for (int c = 0; c < 8; ++c) {
                     __m512i q[4];
                     q6_k_chunk<kT>(body, h, c, ahead, q);
-                    for (int k = 0; k < 4; ++k) {
-                        int32_t xk;
-                        __builtin_memcpy(&xk, xq + 128 * h + 32 * k + 4 * c, 4);
-                        s[2 * k + (c >= 4)] = Dot4::f(s[2 * k + (c >= 4)], q[k], _mm512_set1_epi32(xk));
-                    }
+                    for (int k = 0; k < 4; ++k)
+                        s[2 * k + (c >= 4)] = Dot4::f(s[2 * k + (c >= 4)], q[k], splat4(xq + 128 * h + 32 * k + 4 * c));
                 }
                 for (int l = 0; l < 8; ++l) {
                     const int j = 8 * h + l;
@@ -665,16 +673,9 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                         __m512i q[4];
                         q6_k_chunk<kT>(body, h, c, ahead, q);
                         for (int m = 0; m < M; ++m)
-                            for (int k = 0; k < 4; ++k) {
-                                int32_t xk;
-                                const int8_t* x4 = x[m * ldx + b].qs + 128 * h + 32 * k + 4 * c;
-                                if constexpr (kT == Tuning::zen4 && !Dot4::kPairs16) {
-                                    s[m][k] = Dot4::fx(s[m][k], q[k], x4);
-                                } else {
-                                    __builtin_memcpy(&xk, x4, 4);
-                                    s[m][k] = Dot4::f(s[m][k], q[k], _mm512_set1_epi32(xk));
-                                }
-                            }
+                            for (int k = 0; k < 4; ++k)
+                                s[m][k] = dot4_x<Dot4, kXOperand<Dot4, kT>>(
+                                    s[m][k], q[k], x[m * ldx + b].qs + 128 * h + 32 * k + 4 * c);
                     }
                     for (int k = 0; k < 4; ++k) {
                         const int j = 8 * h + 2 * k + half;
