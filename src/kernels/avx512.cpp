@@ -461,6 +461,29 @@ constexpr size_t kTilePageAhead = 16 << 10;
 // pairs (m_j, m_j+1) of each row, by vpermw.
 alignas(64) constexpr uint16_t kMinPairWords[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
                                                     8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+// The 16 rows' mins of sub-blocks j and j + 1 of q4_k tile T as int16 pairs (m_j, m_j+1), a pair per row's lane: with
+// kPermute one 32-byte load widened and paired by vpermw (pair_words: kMinPairWords), else two 16-byte loads
+// interleaved bytewise, then widened.
+template <bool kPermute>
+__attribute__((always_inline)) inline __m512i q4_k_min_pairs(const uint8_t* T, int j, __m512i pair_words) {
+    if constexpr (kPermute) {
+        const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 192 + 16 * j));
+        return _mm512_permutexvar_epi16(pair_words, _mm512_cvtepu8_epi16(mins));
+    } else {
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j));
+        const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 208 + 16 * j));
+        return _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
+    }
+}
+// acc += each lane's int16 pair of u times x's sums of sub-blocks j and j + 1 (xb.sums32[j], [j + 1]): Dot4::fw with
+// the pair as its memory operand (kOperand), else vpmaddwd by the pair broadcast and an add.
+template <class Dot4, bool kOperand>
+__attribute__((always_inline)) inline __m512i dot2_x(__m512i acc, __m512i u, const BlockQ8x256& xb, int j) {
+    if constexpr (kOperand)
+        return Dot4::fw(acc, u, xb.sums32 + j);
+    else
+        return _mm512_add_epi32(acc, _mm512_madd_epi16(u, _mm512_set1_epi32(sums32_pair(xb, j))));
+}
 template <class Dot4, int M, Tuning kT>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
@@ -468,7 +491,8 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
     const int64_t nb = K / 256;
     constexpr int kChains = kT != Tuning::intel && M == 1 && !Dot4::kPairs16 ? 2 : 1;
     static_assert(kChains == 1 || !Dot4::kPairs16, "int16 pair sums are not added as int32 chains");
-    const __m512i nib = _mm512_set1_epi8(0x0F);
+    constexpr bool kOperand = kXOperand<Dot4, kT>;  // x's chunks and sums as the memory operand
+    const __m512i nib = _mm512_set1_epi8(0x0F), pair_words = _mm512_load_si512(kMinPairWords);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
@@ -482,24 +506,9 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
             const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 32)));
             __m512i isum[M], imin[M];
             for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm512_setzero_si512();
-            if constexpr (kXOperand<Dot4, kT>) {  // the same pairs: widened, paired by vpermw, Dot4::fw
-                const __m512i pair_words = _mm512_load_si512(kMinPairWords);
-                for (int j = 0; j < 8; j += 2) {
-                    const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 192 + 16 * j));
-                    const __m512i mn = _mm512_permutexvar_epi16(pair_words, _mm512_cvtepu8_epi16(mins));
-                    for (int m = 0; m < M; ++m) imin[m] = Dot4::fw(imin[m], mn, x[m * ldx + b].sums32 + j);
-                }
-            } else {
-                for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs, by vpmaddwd
-                    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j));
-                    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 208 + 16 * j));
-                    const __m512i mn =
-                        _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
-                    for (int m = 0; m < M; ++m) {
-                        const __m512i s = _mm512_set1_epi32(sums32_pair(x[m * ldx + b], j));
-                        imin[m] = _mm512_add_epi32(imin[m], _mm512_madd_epi16(mn, s));
-                    }
-                }
+            for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs
+                const __m512i mn = q4_k_min_pairs<kOperand>(T, j, pair_words);
+                for (int m = 0; m < M; ++m) imin[m] = dot2_x<Dot4, kOperand>(imin[m], mn, x[m * ldx + b], j);
             }
             for (int gr = 0; gr < 4; ++gr) {
                 __m512i lo[M][kChains], hi[M][kChains];
@@ -521,8 +530,8 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                             l = _mm512_add_epi16(l, _mm512_maddubs_epi16(vl, splat4(xl)));
                             h = _mm512_add_epi16(h, _mm512_maddubs_epi16(vh, splat4(xh)));
                         } else {
-                            l = dot4_x<Dot4, kXOperand<Dot4, kT>>(l, vl, xl);
-                            h = dot4_x<Dot4, kXOperand<Dot4, kT>>(h, vh, xh);
+                            l = dot4_x<Dot4, kOperand>(l, vl, xl);
+                            h = dot4_x<Dot4, kOperand>(h, vh, xh);
                         }
                     }
                 }
