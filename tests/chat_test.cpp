@@ -11,7 +11,7 @@
 #include "plainllama/run/generate.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/threads.h"
-#include "plainllama/io/sentencepiece_tokenizer.h"
+#include "plainllama/tokenizer/sentencepiece_tokenizer.h"
 #include "test_util.h"
 
 namespace plainllama {

@@ -4,7 +4,7 @@
 #include <random>
 
 #include "plainllama/io/dtype.h"
-#include "plainllama/io/sentencepiece_tokenizer.h"
+#include "plainllama/tokenizer/sentencepiece_tokenizer.h"
 #include "test_util.h"
 
 namespace plainllama {

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <memory>
 
-#include "plainllama/io/sentencepiece_tokenizer.h"
+#include "plainllama/tokenizer/sentencepiece_tokenizer.h"
 #include "test_util.h"
 
 namespace plainllama {

@@ -104,7 +104,7 @@ TEST(QuantFormat, Q6KZeroGroupStoresZeros) {
     }
 }
 
-// Every ISA variant's quantizer (quantize.inc, vectorised across groups) writes the scalar variant's bytes, and
+// Every ISA variant's quantizer (quantizers.inc, vectorised across groups) writes the scalar variant's bytes, and
 // dequantizes them to the same floats: rows of several scales, lengths that leave a super-block alone in its call,
 // constant and all-zero groups, zeros of either sign.
 TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
@@ -163,7 +163,7 @@ int round_ref(float v) {  // half to even, within +-2^22 (NaN to 2^22)
     return int(std::nearbyint(v));
 }
 
-// The documented search (quantize.inc: llama.cpp's make_qkx2_quants with 13 candidates, errors from the sums, levels
+// The documented search (quantizers.inc: llama.cpp's make_qkx2_quants with 13 candidates, errors from the sums, levels
 // from the exact product, the weights truncated to 16 bits and w x to 20, the sums fused) for one group: scale, -min,
 // and the inverse scale and shift of the winner's levels.
 struct Q4Group {
@@ -292,7 +292,7 @@ TEST(QuantFormat, Q4KIsItsSearchWrittenPlainly) {
 }
 
 // q6_k's search adds products of its weights truncated to 14 bits (x^2) and 19 (x^3) and levels in [-32, 31]: each
-// exact in float (so fused and unfused sums agree, quantize.inc's add_product), for weights of every magnitude.
+// exact in float (so fused and unfused sums agree, quantizers.inc's add_product), for weights of every magnitude.
 TEST(QuantFormat, Q6KSearchProductsAreExact) {
     std::mt19937 rng(12);
     std::uniform_real_distribution<float> mantissa(-2.0f, 2.0f);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The per-ISA kernel objects (src/kernels/{scalar,avx2,avx512}.cpp) define nothing the linker could share with the
+"""The per-ISA kernel objects (src/kernels/isa/{scalar,avx2,avx512}.cpp) define nothing the linker could share with the
 rest of the program: no weak or unique symbol (an inline function or template left out of line there is compiled for
 that file's instruction set, and the linker may keep that copy for every caller, which would then crash on a CPU
 without it), and no global symbol but their table getter.

@@ -2,7 +2,7 @@
 // (../shared/reference/llama3_tokenizer/cases.json), BOS as each folder says, control-token text kept as text,
 // streaming, BPE merges by rank on a tokenizer built here, the errors for what is not implemented; the Llama 3
 // chat template against its known ids; and a Llama-3-tokenizer model (synthetic weights) through ChatSession.
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "plainllama/io/bpe_tokenizer.h"
+#include "plainllama/tokenizer/bpe_tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/chat.h"
 #include "plainllama/run/chat_template.h"

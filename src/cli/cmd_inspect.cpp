@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/model/model.h"
 

@@ -6,7 +6,7 @@
 #include "commands.h"
 #include "common.h"
 #include "plainllama/io/config.h"
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama::cli {

@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/chat_template.h"
 #include "plainllama/run/sampler.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "isa.h"
+#include "isa/isa.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/sys/error.h"
 

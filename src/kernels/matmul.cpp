@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "isa.h"
+#include "isa/isa.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/sys/team.h"
 

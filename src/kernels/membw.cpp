@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "isa.h"
+#include "isa/isa.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 #include "plainllama/sys/team.h"

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "isa.h"
+#include "isa/isa.h"
 #include "plainllama/kernels/kernels.h"
 
 namespace plainllama {

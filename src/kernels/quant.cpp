@@ -1,10 +1,10 @@
 // The quantized formats (quant.h): names and block sizes; quantizing and dequantizing a row with the active
-// kernels (quantize.inc, quant.inc).
+// kernels (quantizers.inc, quant_dot.inc).
 #include "plainllama/kernels/quant.h"
 
 #include <cstring>
 
-#include "isa.h"
+#include "isa/isa.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "isa.h"
+#include "isa/isa.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/sys/error.h"
 

@@ -3,9 +3,9 @@
 // Run: plainllama_microbench --benchmark_filter=tokenize
 #include <benchmark/benchmark.h>
 
-#include "plainllama/io/bpe_tokenizer.h"
+#include "plainllama/tokenizer/bpe_tokenizer.h"
 #include "plainllama/io/file.h"
-#include "plainllama/io/sentencepiece_tokenizer.h"
+#include "plainllama/tokenizer/sentencepiece_tokenizer.h"
 
 namespace plainllama {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/chat_template.h"
 #include "plainllama/run/generate.h"

@@ -41,7 +41,7 @@
 #include <string>
 #include <vector>
 
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 namespace plainllama {
 

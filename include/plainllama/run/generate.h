@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/sampler.h"
 

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/sampler.h"
 

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/run/chat_template.h"
 #include "plainllama/serve/engine.h"
 

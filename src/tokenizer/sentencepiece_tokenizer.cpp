@@ -1,4 +1,4 @@
-#include "plainllama/io/sentencepiece_tokenizer.h"
+#include "plainllama/tokenizer/sentencepiece_tokenizer.h"
 
 #include <sentencepiece_processor.h>
 

@@ -1,10 +1,10 @@
 // The portable kernels: plain C++ for any x86-64 (compiled like the rest of the project), and the reference the
 // tests hold the others to. 16-bit panels are always widened before the GEMM (a software F16 conversion per use
 // would cost more than the products).
-#include <xmmintrin.h>  // SSE, part of every x86-64: quantize.inc's clamp
+#include <xmmintrin.h>  // SSE, part of every x86-64: quantizers.inc's clamp
 
 #include <cstdint>
-#include <type_traits>  // quantize.inc
+#include <type_traits>  // quantizers.inc
 
 #include "isa.h"
 #include "plainllama/io/dtype.h"
@@ -13,8 +13,8 @@ namespace plainllama::isa {
 namespace {
 
 #include "elementwise.inc"
-#include "quant.inc"
-#include "quantize.inc"
+#include "quant_dot.inc"
+#include "quantizers.inc"
 
 inline float to_f32(float v) { return v; }
 inline float to_f32(F16 v) { return f16_to_f32(v.bits); }

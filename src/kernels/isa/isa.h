@@ -106,9 +106,9 @@ struct Kernels {
     void (*silu_mul)(float* g, const float* u, int64_t n) = {};
     void (*add)(float* y, const float* x, int64_t n) = {};
     void (*rope_rotate_half)(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) = {};
-    // Quantized weights, decode (quant.inc): x [K] to 8-bit blocks, and out[r] = W[r, :] x for rows r0 .. r1-1 of a
+    // Quantized weights, decode (quant_dot.inc): x [K] to 8-bit blocks, and out[r] = W[r, :] x for rows r0 .. r1-1 of a
     // row-major quantized W [*, K].
-    // y = x [K] (K a multiple of t's block) quantized to format t, as quantize.inc's reference does.
+    // y = x [K] (K a multiple of t's block) quantized to format t, as quantizers.inc's reference does.
     void (*quantize_row)(QuantType t, const float* x, uint8_t* y, int64_t K) = {};
     // y [n] = the weights of n / block consecutive blocks of format t, exactly (quant.h).
     void (*dequantize)(QuantType t, const uint8_t* src, float* y, int64_t n) = {};

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 namespace sentencepiece {
 class SentencePieceProcessor;

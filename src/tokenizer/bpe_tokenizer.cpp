@@ -1,4 +1,4 @@
-#include "plainllama/io/bpe_tokenizer.h"
+#include "plainllama/tokenizer/bpe_tokenizer.h"
 
 #include <oniguruma.h>
 

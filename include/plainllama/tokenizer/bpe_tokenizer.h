@@ -19,7 +19,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 namespace plainllama {
 

@@ -1,7 +1,7 @@
-#include "plainllama/io/tokenizer.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
-#include "plainllama/io/bpe_tokenizer.h"
-#include "plainllama/io/sentencepiece_tokenizer.h"
+#include "plainllama/tokenizer/bpe_tokenizer.h"
+#include "plainllama/tokenizer/sentencepiece_tokenizer.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {

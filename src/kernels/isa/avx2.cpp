@@ -4,7 +4,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <type_traits>  // quantize.inc
+#include <type_traits>  // quantizers.inc
 
 #include "isa.h"
 #include "plainllama/io/dtype.h"
@@ -14,8 +14,8 @@ namespace {
 
 #include "elementwise.inc"
 #include "prefetch.inc"
-#include "quant.inc"
-#include "quantize.inc"
+#include "quant_dot.inc"
+#include "quantizers.inc"
 
 // 8 lanes of any storage type as f32.
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -227,8 +227,8 @@ float sum_stream(const float* p, int64_t n, ReadWay way) {
 
 // ---- quantized weights, decode, on the tiles of 16 interleaved rows (quant.h), as avx512.cpp's kernels on half
 // a tile at a time: each 64-byte chunk holds 4 weights of each of 16 rows, its first 32 bytes rows 0 .. 7 and its
-// last 32 rows 8 .. 15. Each row's integer sums in its own lane, then quant.inc's float steps for the 8 rows in their
-// lanes, in its order: the same bits as quant.inc's kernels.
+// last 32 rows 8 .. 15. Each row's integer sums in its own lane, then quant_dot.inc's float steps for the 8 rows in their
+// lanes, in its order: the same bits as quant_dot.inc's kernels.
 
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")

@@ -7,7 +7,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <type_traits>  // quantize.inc
+#include <type_traits>  // quantizers.inc
 
 #include "isa.h"
 #include "plainllama/io/dtype.h"
@@ -17,8 +17,8 @@ namespace {
 
 #include "elementwise.inc"
 #include "prefetch.inc"
-#include "quant.inc"
-#include "quantize.inc"
+#include "quant_dot.inc"
+#include "quantizers.inc"
 
 #define PL_TARGET_BF16 __attribute__((target("avx512bf16")))
 
@@ -260,7 +260,7 @@ void widen(float* out, const T* src, int64_t n) {
 }
 
 // ---- quantized weights, decode, on the tiles of 16 interleaved rows (quant.h): each row's integer sums in its own
-// lane, then quant.inc's float steps for the 16 rows in their lanes, in its order: the same bits as quant.inc's
+// lane, then quant_dot.inc's float steps for the 16 rows in their lanes, in its order: the same bits as quant_dot.inc's
 // kernels, which also take matrices whose rows do not come in groups of 16 (not tiled).
 
 #pragma GCC push_options
@@ -282,7 +282,7 @@ __attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_
         return load_line_ahead<__m512i, kT == Tuning::intel>(p, ahead);
 }
 
-// The several-token kernels' groups (token_groups, quant.inc) in the tuning in use (tuned): f.template
+// The several-token kernels' groups (token_groups, quant_dot.inc) in the tuning in use (tuned): f.template
 // operator()<M, kT>(m0).
 template <int kMax, class F>
 __attribute__((always_inline)) inline void tuned_token_groups(int n, const F& f) {
