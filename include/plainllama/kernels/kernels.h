@@ -59,9 +59,9 @@ std::vector<std::string> kernel_variants();  // those this CPU runs, best first
 const char* kernels_isa();
 // Every kernel call from now on runs `name` (UsageError when unknown or not supported); not while kernels run.
 void use_kernels(const std::string& name);
-// The AVX-512 decode kernels are tuned per CPU family (how they prefetch, and how a token's integer sums are split into
-// chains): intel (Intel's cores, and any CPU not named below), zen4 (AMD family 25: plain loads, no software prefetch)
-// and zen5 (AMD family 26 or later); the other variants have no tuning. tuning() is the one in use: what use_tuning
+// The AVX-512 decode kernels are tuned per CPU family (how they prefetch, how a token's integer sums are split into
+// chains, how x is fed to vpdpbusd; src/kernels/isa/policy.h names each family's choices): intel (Intel's cores, and
+// any CPU not named below), zen4 (AMD family 25) and zen5 (AMD family 26 or later); the other variants have no tuning. tuning() is the one in use: what use_tuning
 // last set, else PLAINLLAMA_TUNING's (one of the names), else cpuid's, chosen at the first call (kernels_isa and
 // use_kernels choose it too, so a bad PLAINLLAMA_TUNING is their UsageError). use_tuning(t) makes every kernel call
 // from now on take t (tests run all three on any CPU: every choice is exact, never a float step, so the results are the

@@ -10,6 +10,7 @@
 #include <type_traits>  // quantizers.inc
 
 #include "isa.h"
+#include "policy.h"
 #include "plainllama/io/dtype.h"
 
 namespace plainllama::isa {
@@ -125,40 +126,19 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
     if (K % 2) dst[K] = 0;
 }
 
-// f.template operator()<kT>() with kT = tuning(), asked once per call: the tuning in use (kernels.h). intel prefetches
-// every line it loads (prefetch.inc), zen5 less (the kernels below say where), zen4 (AMD family 25) not at all: plain
-// loads, with zen5's chains of integer sums. On Zen 4 the hardware's prefetchers alone read fastest: 2 threads, 600 MB
-// at a time from a 2 GiB buffer, plain loads 40-51 GB/s, every line prefetched 4 KiB on 39-43, each page's first line
-// 35-41; TinyLlama's decode products (16 matrices [5632, 2048], out of cache), the three tunings in turn in one
-// process, medians of 12, three times: q4_k 28.8-31.0 GB/s (intel) -> 30.9-32.6 (zen4), q6_k 29.1-37.0 -> 31.0-44.7,
-// q8_0 29.8-30.7 -> 31.1-32.5, higher in 8 of 9 (zen5: 28.0-30.2, 28.5-33.2, 30.1-32.1); zen4 without the chains within
-// 1% of it.
-template <class F>
-__attribute__((always_inline)) inline void tuned(const F& f) {
-    switch (tuning()) {
-        case Tuning::zen5:
-            f.template operator()<Tuning::zen5>();
-            break;
-        case Tuning::zen4:
-            f.template operator()<Tuning::zen4>();
-            break;
-        default:
-            f.template operator()<Tuning::intel>();
-    }
-}
-
-// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead); zen5 (tuned) each 4 KiB page's
-// first line alone (prefetch_page_start: see prefetch.inc); zen4 plain loads.
-template <Tuning kT, class T>
+// Decode: each panel streamed once, read ahead as Policy::kPanels says (policy.h).
+template <class Policy, class T>
 __attribute__((always_inline)) inline void matvec_body(float* out, const float* x, const T* W, int64_t N, int64_t K,
                                                        int64_t p0, int64_t p1) {
+    constexpr ReadAhead kRead = Policy::kPanels;
     const int64_t Ks = stored_k(Pairs<T>::value, K);
     // the prefetches for the lines of the step of `step` bytes at p
     const auto prefetch_step = [](const void* p, size_t step) __attribute__((always_inline)) {
-        if constexpr (kT == Tuning::zen5)
-            prefetch_page_start(p, kPageAhead, step);
-        else if constexpr (kT == Tuning::intel)
-            for (size_t o = 0; o < step; o += 64) prefetch_ahead(static_cast<const char*>(p) + o);
+        constexpr ReadAhead kRead = Policy::kPanels;
+        if constexpr (kRead.page_start_ahead) prefetch_page_start(p, kRead.page_start_ahead, step);
+        if constexpr (kRead.l1_ahead)
+            for (size_t o = 0; o < step; o += 64)
+                prefetch_line_ahead<kRead.l2>(static_cast<const char*>(p) + o, kRead.l1_ahead);
     };
     for (int64_t p = p0; p < p1; ++p) {
         const T* P = W + p * kNR * Ks;
@@ -177,8 +157,8 @@ __attribute__((always_inline)) inline void matvec_body(float* out, const float* 
                 a1 = _mm512_fmadd_ps(xo, bf16_odd(v1), a1);
             }
             if (k < K) {
-                if constexpr (kT == Tuning::zen5)
-                    prefetch_step(w, 128);  // so that the next panel's steps follow on from it
+                // the page-start prefetch sees every step, so that the next panel's steps follow on from this one
+                if constexpr (kRead.page_start_ahead) prefetch_page_start(w, kRead.page_start_ahead, 128);
                 const __m512 xe = _mm512_set1_ps(x[k]);
                 a0 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w)), a0);
                 a1 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w + 16)), a1);
@@ -199,7 +179,7 @@ __attribute__((always_inline)) inline void matvec_body(float* out, const float* 
 
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
-    tuned([&]<Tuning kT>() __attribute__((always_inline)) { matvec_body<kT>(out, x, W, N, K, p0, p1); });
+    with_policy([&]<class Policy>() __attribute__((always_inline)) { matvec_body<Policy>(out, x, W, N, K, p0, p1); });
 }
 
 // r[i] = row i of a 16x16 block  ->  r[i] = column i.
@@ -266,29 +246,36 @@ void widen(float* out, const T* src, int64_t n) {
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
 
-// Decode reads a tile as more streams than the hardware prefetcher follows well (its header, then its values; q6_k's
-// values were three streams before their lines were put in read order, quant.h): in Intel's tuning each 64-byte load of
-// a tile comes with a prefetch of the same place `ahead` bytes on (a later tile; load_line_ahead), and the header (the
-// first `bytes`) of the tile `ahead` bytes on is prefetched whole (q6_k's first 288 bytes: an odd tile's d[16] and
-// scales, an even tile's scales; an even tile's d[16], its last half line, is on the first line the odd tile after it
-// prefetches, as prefetch takes whole lines from the one holding its start). q6_k decode: 11.5-12 -> 21-22 tok/s
-// (TinyLlama, 2 threads). (Not q8_0 on Zen 5, whose loads go without: see its kernel.) Tuning kT's load of a tile's
-// line: intel with the prefetches into L1 and L2 (load_line_ahead), zen5 with the L1 one alone, zen4 plain.
-template <Tuning kT>
-__attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
-    if constexpr (kT == Tuning::zen4)
-        return _mm512_loadu_si512(p);
-    else
-        return load_line_ahead<__m512i, kT == Tuning::intel>(p, ahead);
+// Decode reads a tile as more streams than the hardware prefetcher follows well (its header, then its values), so in
+// the default policy (policy.h) each 64-byte load of a tile comes with a prefetch of the same place some tiles on,
+// and the header of the tile that far on is prefetched whole (q6_k's first 288 bytes: an odd tile's d[16] and scales,
+// an even tile's scales; an even tile's d[16], its last half line, is on the first line the odd tile after it
+// prefetches, as prefetch takes whole lines from the one holding its start).
+
+// Tile T's prefetches before its loads, as ReadAhead R says: the header (the first header_bytes) of the tile
+// R.l1_ahead on, and the first line of the page R.page_start_ahead on when this tile of tile_bytes enters it.
+template <ReadAhead R>
+__attribute__((always_inline)) inline void prefetch_tile(const uint8_t* T, size_t tile_bytes, size_t header_bytes) {
+    if constexpr (R.l1_ahead) prefetch(T, R.l1_ahead, header_bytes);
+    if constexpr (R.page_start_ahead) prefetch_page_start(T, R.page_start_ahead, tile_bytes);
 }
 
-// The several-token kernels' groups (token_groups, quant_dot.inc) in the tuning in use (tuned): f.template
-// operator()<M, kT>(m0).
+// A 64-byte load of a tile's line with R's line prefetches (load_line_ahead), or alone.
+template <ReadAhead R>
+__attribute__((always_inline)) inline __m512i load_tile_line(const uint8_t* p) {
+    if constexpr (R.l1_ahead)
+        return load_line_ahead<__m512i, R.l2>(p, R.l1_ahead);
+    else
+        return _mm512_loadu_si512(p);
+}
+
+// The several-token kernels' groups (token_groups, quant_dot.inc) under the policy in use (with_policy):
+// f.template operator()<M, Policy>(m0).
 template <int kMax, class F>
-__attribute__((always_inline)) inline void tuned_token_groups(int n, const F& f) {
-    tuned([&]<Tuning kT>() __attribute__((always_inline)) {
+__attribute__((always_inline)) inline void policy_token_groups(int n, const F& f) {
+    with_policy([&]<class Policy>() __attribute__((always_inline)) {
         token_groups<kMax>(
-            n, [&]<int M>(int m0) __attribute__((always_inline)) { f.template operator()<M, kT>(m0); });
+            n, [&]<int M>(int m0) __attribute__((always_inline)) { f.template operator()<M, Policy>(m0); });
     });
 }
 
@@ -329,11 +316,10 @@ struct Dot4Vnni {
     }
 };
 
-// Whether the kernels take x's chunks as vpdpbusd's broadcast memory operand (Dot4Vnni::fx, fw) rather than broadcast
-// into a register first: with VNNI, in Zen 4's tuning (each kernel's comment has the figures; q6_k and q8_0 for
-// several tokens only).
-template <class Dot4, Tuning kT>
-constexpr bool kXOperand = kT == Tuning::zen4 && !Dot4::kPairs16;
+// Whether a kernel for groups of M tokens takes x's chunks as the broadcast memory operand (Dot4Vnni::fx, fw) rather
+// than broadcast into a register first: with VNNI, for groups as large as Policy::kXOperandTokens (policy.h).
+template <class Dot4, class Policy, int M>
+constexpr bool kXOperand = !Dot4::kPairs16 && Policy::kXOperandTokens > 0 && M >= Policy::kXOperandTokens;
 // acc = Dot4::f(acc, u, the chunk of x at x4 in every lane), the chunk as the memory operand with kOperand.
 template <class Dot4, bool kOperand>
 __attribute__((always_inline)) inline __m512i dot4_x(__m512i acc, __m512i u, const int8_t* x4) {
@@ -346,48 +332,32 @@ __attribute__((always_inline)) inline __m512i dot4_x(__m512i acc, __m512i u, con
 // q8_0 tiles hold q + 128 (u8): with VNNI, vpdpbusd's sum of (q + 128) x less 128 sum(x); without, q recovered
 // (^ 0x80) and |x| . (q with x's sign) by vpmaddubsw, which cannot saturate then (2 x 127 x 127), exact for
 // q >= -127, every q a quantizer writes (llama.cpp's kernels do the same). M tokens at once (token m: x + m ldx
-// blocks, out + m ldo), each tile loaded once for all of them; for each token the same steps as for it alone.
-//
-// zen5: plain loads with a prefetch of each 4 KiB page's first line alone (prefetch_page_start: see
-// prefetch.inc), and with VNNI one token's sums in 4 chains (chunks c mod 4, added at the end: integer, so the same
-// sums), not 1 of 8 dependent vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every
-// decode product of TinyLlama Q8_0 in turn, 12 rounds alternating variants in one process, medians: the prefetches of
-// every line dropped, in minutes when a read of as many bytes ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s, higher
-// in 4 of 4 (at 36-46 GB/s within 2%); then the 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains:
-// 45.9-46.5, lower), and in minutes at 69-77 GB/s, the prefetching body -> these loads -> 4 chains: 53.2-57.8 ->
-// 55.9-58.6 -> 57.1-61.7; then the page starts, 10 rounds: 38.8 -> 52.5-55.3 GB/s (2-6 KiB ahead).
-//
-// zen4: several tokens' chunks of x as vpdpbusd's broadcast memory operand (Dot4Vnni::fx, as q4_k's): a 128-token
-// TinyLlama Q8_0 prompt, both forms in turn in one process, 3 sittings of 30 pairs: +5.7-6.6%, faster in 26-30 of 30
-// (2026-12-04). One token keeps the broadcast in a register: the operand made Q8_0 decode 7-20% slower.
-template <bool kVnni, int M, Tuning kT>
+// blocks, out + m ldo), each tile loaded once for all of them; for each token the same steps as for it alone. One
+// token's sums in Policy::kQ8_0Chains chains (chunk c into chain c mod n): integers, so the same sums.
+template <bool kVnni, int M, class Policy>
 __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x32* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
     const int64_t nb = K / 32;
-    constexpr int kChains = kT != Tuning::intel && M == 1 && kVnni ? 4 : 1;
+    constexpr ReadAhead kRead = Policy::kQ8_0;
+    constexpr int kChains = M == 1 && kVnni ? Policy::kQ8_0Chains : 1;
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ8x16Tile;
-            constexpr size_t ahead = 8 * kQ8x16Tile;
-            if constexpr (kT == Tuning::zen5)
-                prefetch_page_start(T, kPageAhead, kQ8x16Tile);
-            else if constexpr (kT == Tuning::intel)
-                prefetch(T, ahead, 32);
+            prefetch_tile<kRead>(T, kQ8x16Tile, 32);
             __m512i isum[M][kChains];
             for (int m = 0; m < M; ++m)
                 for (int i = 0; i < kChains; ++i) isum[m][i] = _mm512_setzero_si512();
             for (int c = 0; c < 8; ++c) {
-                const __m512i v =
-                    kT == Tuning::intel ? load_ahead<kT>(T + 32 + 64 * c, ahead) : _mm512_loadu_si512(T + 32 + 64 * c);
+                const __m512i v = load_tile_line<kRead>(T + 32 + 64 * c);
                 const __m512i q = kVnni ? v : _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
                 for (int m = 0; m < M; ++m) {
                     const int8_t* x4 = x[m * ldx + b].qs + 4 * c;
                     __m512i& s = isum[m][c % kChains];
                     if constexpr (kVnni) {
-                        s = dot4_x<Dot4Vnni, (kXOperand<Dot4Vnni, kT> && M > 1)>(s, q, x4);
+                        s = dot4_x<Dot4Vnni, kXOperand<Dot4Vnni, Policy, M>>(s, q, x4);
                     } else {
                         const __m512i xs = splat4(x4);
                         const __m512i sq = _mm512_mask_sub_epi8(q, _mm512_movepi8_mask(xs), _mm512_setzero_si512(), q);
@@ -413,50 +383,12 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
 template <bool kVnni>
 void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    tuned_token_groups<4>(
-        n, [&]<int M, Tuning kT>(int m0) __attribute__((always_inline)) {
-            matvec_q8_0_x16_body<kVnni, M, kT>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+    policy_token_groups<4>(
+        n, [&]<int M, class Policy>(int m0) __attribute__((always_inline)) {
+            matvec_q8_0_x16_body<kVnni, M, Policy>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
         });
 }
 
-// M tokens at once (token m: x + m ldx blocks, out + m ldo): each tile's values unpacked once for all of them, and
-// for each token the same integer sums and float steps as for it alone (so the same bits). Without VNNI
-// (Dot4::kPairs16), a sub-block's vpmaddubsw pairs (2 x 15 x 127 at most) add up in int16 over its 8 chunks without
-// saturating (30480), and vpmaddwd by the row's scale in both halves of its lane gives sc (q . x) in int32.
-//
-// zen5: the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4 tiles and the
-// L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in turn, 8 rounds
-// alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles with it 53.6. There
-// the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9 against 48.7, 41.6 against
-// 47.3; q8_0 is faster with no prefetch of every line: above), and AVX2's q4_k no faster (41.3 against 41.7). And with
-// VNNI one token's sums of a sub-block in 2 chains (chunks c mod 2, added at the end: the same integers), not 1 of 8
-// dependent vpdpbusd (as q8_0's): 12 rounds alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6
-// (4 chains: 53.7-56.3). Then each 4 KiB page's first line prefetched kTilePageAhead on (prefetch_page_start), well
-// past the L1 prefetches, so that the hardware's prefetcher is under way in a page before they reach it: every
-// product of a token, variants in turn in one process, medians of 10: 4 KiB on 49.3 GB/s against 49.6 without, 8 KiB
-// 59.0 against 53.5-55.2, 12-24 KiB 59.0-59.7 against 53.5-55.3. q6_k's Zen 5 tuning is the same (below).
-//
-// zen4: no software prefetch, and the tokens' chunks of x as vpdpbusd's broadcast memory operand (Dot4::fx), a vector
-// operation less per 64 bytes and token; the same for the mins' sums (Dot4::fw: 3 operations per two sub-blocks, not
-// 9). Zen 4 (family 25), 2 threads, TinyLlama Q4_K_M decode in one process, the two forms token by token in turn, each
-// token's GB/s over a read of as many bytes right after it, 5 sittings of 300-400 pairs (2026-12-04): medians per
-// sitting +0.6-1.6% where the read ran under 40 GB/s, +2.2-8.3% at 48 or more, faster in 55% and 60% of the pairs. Then
-// the mins' 3 operations, 4 sittings of 400-500 pairs: +0.6-1.2% under 40 GB/s, -2.1 to +0.9% at 48 or more (faster in
-// 54% and 52% of the pairs). For several tokens at once (prompts), the same: TinyLlama Q4_K_M, a 128-token prompt, the
-// two forms in turn in one process, 4 sittings of 30-40 pairs: +3.3-5.5%, faster in 77-85% of the pairs. The same in
-// q6_k's kernel (one token: Q6_K +1.4% under 40, -2.6% at 48 or more) and q8_0's (7-20% slower) did not pay; they keep
-// the broadcast in a register.
-//
-// Every tuning (measured on Zen 4 alone): each tile's header first (d and dmin, line 0; the mins' sums, lines 3-4),
-// then its body with the scales (lines 1-2), so that a tile is read in nearly ascending order, not with its first lines
-// after its last. Zen 4, 2 threads, [5632, 2048] products out of cache, the two orders in turn with a read of as many
-// bytes after each, 2 sittings of 300-400 rounds (2026-12-04): where the read ran at 48 GB/s or more, 82.7-83.7% of it
-// -> 94.7-95.3%, faster in 87 of 105 and 60 of 72 rounds; under 40, +1.8% and +4.0%. TinyLlama Q4_K_M decode in one
-// process, the two orders token by token in turn, 2 sittings of 400 pairs: +4.5% and +6.0% at 48 GB/s or more (faster
-// in 84 of 113 and 127 of 170 pairs), +1.1% and +0.1% under 40; a 128-token prompt +1.2% (27 of 40 pairs). AVX2's
-// kernel, which prefetches each header 4 tiles on, keeps its order: the same change made its decode 2% slower (300
-// pairs, both speeds).
-constexpr size_t kTilePageAhead = 16 << 10;
 // Word i of the rows' mins of two sub-blocks widened to int16 ([16 rows of j][16 rows of j + 1]) for word i of the
 // pairs (m_j, m_j+1) of each row, by vpermw.
 alignas(64) constexpr uint16_t kMinPairWords[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
@@ -484,23 +416,31 @@ __attribute__((always_inline)) inline __m512i dot2_x(__m512i acc, __m512i u, con
     else
         return _mm512_add_epi32(acc, _mm512_madd_epi16(u, _mm512_set1_epi32(sums32_pair(xb, j))));
 }
-template <class Dot4, int M, Tuning kT>
+// M tokens at once (token m: x + m ldx blocks, out + m ldo): each tile's values unpacked once for all of them, and
+// for each token the same integer sums and float steps as for it alone (so the same bits). Without VNNI
+// (Dot4::kPairs16), a sub-block's vpmaddubsw pairs (2 x 15 x 127 at most) add up in int16 over its 8 chunks without
+// saturating (30480), and vpmaddwd by the row's scale in both halves of its lane gives sc (q . x) in int32. One
+// token's sums of a sub-block in Policy::kQ4_KChains chains with VNNI (chunk c into chain c mod n), added at the end.
+//
+// Each tile is read header first (d and dmin, line 0; the mins' sums, lines 3-4), then its body with the scales
+// (lines 1-2), so that its lines come in nearly ascending order, not its first lines after its last. (AVX2's kernel,
+// which prefetches each header some tiles on, keeps its order: there it read slower.)
+template <class Dot4, int M, class Policy>
 __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
     const int64_t nb = K / 256;
-    constexpr int kChains = kT != Tuning::intel && M == 1 && !Dot4::kPairs16 ? 2 : 1;
+    constexpr ReadAhead kRead = Policy::kQ4_K;
+    constexpr int kChains = M == 1 && !Dot4::kPairs16 ? Policy::kQ4_KChains : 1;
     static_assert(kChains == 1 || !Dot4::kPairs16, "int16 pair sums are not added as int32 chains");
-    constexpr bool kOperand = kXOperand<Dot4, kT>;  // x's chunks and sums as the memory operand
+    constexpr bool kOperand = kXOperand<Dot4, Policy, M>;  // x's chunks and sums as the memory operand
     const __m512i nib = _mm512_set1_epi8(0x0F), pair_words = _mm512_load_si512(kMinPairWords);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
-            constexpr size_t ahead = (kT == Tuning::zen5 ? 2 : 4) * kQ4x16Tile;
-            if constexpr (kT != Tuning::zen4) prefetch(T, ahead, 320);
-            if constexpr (kT == Tuning::zen5) prefetch_page_start(T, kTilePageAhead, kQ4x16Tile);
+            prefetch_tile<kRead>(T, kQ4x16Tile, 320);
             // the header first, then the body with the scales (above)
             const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
             const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 32)));
@@ -515,7 +455,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 for (int m = 0; m < M; ++m)
                     for (int i = 0; i < kChains; ++i) lo[m][i] = hi[m][i] = _mm512_setzero_si512();
                 for (int c = 0; c < 8; ++c) {
-                    const __m512i v = load_ahead<kT>(T + 320 + 64 * (8 * gr + c), ahead);
+                    const __m512i v = load_tile_line<kRead>(T + 320 + 64 * (8 * gr + c));
                     // with VNNI the high nibbles stay in place (16 h: vpdpbusd has no int16 stage to saturate),
                     // their sums shifted back once per sub-block and token below, not once per load (port 0, as
                     // vpdpbusd)
@@ -570,20 +510,20 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
 template <class Dot4>
 void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    tuned_token_groups<4>(
-        n, [&]<int M, Tuning kT>(int m0) __attribute__((always_inline)) {
-            matvec_q4_k_x16_body<Dot4, M, kT>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+    policy_token_groups<4>(
+        n, [&]<int M, class Policy>(int m0) __attribute__((always_inline)) {
+            matvec_q4_k_x16_body<Dot4, M, Policy>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
         });
 }
 
 // The four quarters' 6-bit values (0 .. 63) of chunk c of half h of a q6_k tile's body: ql chunks c and 8 + c, qh
-// chunk c, each load as tuning kT loads (load_ahead).
-template <Tuning kT>
-__attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* body, int h, int c, size_t ahead, __m512i q[4]) {
+// chunk c, each load with R's prefetches (load_tile_line).
+template <ReadAhead R>
+__attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* body, int h, int c, __m512i q[4]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-    const __m512i A = load_ahead<kT>(body + q6_ql_line(16 * h + c), ahead);
-    const __m512i B = load_ahead<kT>(body + q6_ql_line(16 * h + 8 + c), ahead);
-    const __m512i H = load_ahead<kT>(body + q6_qh_line(8 * h + c), ahead);
+    const __m512i A = load_tile_line<R>(body + q6_ql_line(16 * h + c));
+    const __m512i B = load_tile_line<R>(body + q6_ql_line(16 * h + 8 + c));
+    const __m512i H = load_tile_line<R>(body + q6_qh_line(8 * h + c));
     // (lo & 0x0F) | hi, hi the high 2 bits already in bits 4-5: one vpternlogd (0xEC: (a & c) | b)
     auto join = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC); };
     q[0] = join(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45));
@@ -609,22 +549,9 @@ __attribute__((always_inline)) inline __m512i q6_k_scaled(__m512i s, __m512i sc,
 // q6_k tiles: per half of 128 weights and chunk c (weights l = 4c .. 4c+3 of each quarter), the four quarters' 6-bit
 // values from ql chunks c and 8 + c and qh chunk c, each summed against x (values 0 .. 63: Dot4 never saturates,
 // 2 x 63 x 127), per sub-block (quarter k, l < 16 or not: sub-block 8h + 2k + (c >= 4)); then per sub-block
-// (sum - 32 sum(x)) times its scale.
-//
-// zen5: as q4_k's, the L1 prefetch 2 tiles on alone and each 4 KiB page's first line kTilePageAhead on.
-// TinyLlama Q6_K, 2 threads, every decode product of a token, variants in turn in one process, medians of 8-10, read
-// 58 GB/s: 42.4-42.6 GB/s with the L1 and L2 prefetches -> 47.9-48.5 (16 KiB; 12-24 KiB 46.9-47.9; the L1 prefetch
-// alone without the page starts 40.6, the page starts beside the L2 prefetch 44.6); Q4_K_M's products (a quarter of
-// its bytes q6_k) 52.2 -> 53.7. Then the tile's lines in the order read (quant.h: one stream, not three), each build
-// in turn, whole decode tokens, a read of as many bytes in the same process: Q6_K 56.5-61.4 -> 60.4-65.8 GB/s in 4
-// of 4 (74-84% -> 80-86% of the read, 72-78 GB/s), Q4_K_M 58.8-62.1 -> 60.1-63.9 in 4 of 5 (75-79% -> 78-88%);
-// the L1 prefetch 1, 3 or 4 tiles on 58.9, 67.1 and 64.3 against 67.0 at 2, plain loads 42.8-44.0. Then every body on
-// whole cache lines (quant.h: d[16] at one end or the other; half the tiles' loads had straddled two lines) and the
-// halves unrolled (each load at a constant offset from the body, not one computed per chunk): Q6_K, 12 runs in one
-// process, variants in turn: 55.0-61.3 -> 62.3-65.6 GB/s at a read of 74-78 and 31.1-31.5 -> 35.5-37.1 at 41, 7-18%
-// faster in 12 of 12 (the unrolled halves alone: 4-15%); then each build in turn, 4 of 4: 54.4-55.9 -> 59.8-61.1 GB/s
-// (78-86% -> 83-88% of a read of 63-73). Q4_K_M (a quarter of its bytes q6_k): within 1%.
-template <class Dot4, Tuning kT>
+// (sum - 32 sum(x)) times its scale. The halves are unrolled, so that every load is at a constant offset from the
+// body, and the tile's lines are read in the order they are stored (quant.h): one stream per tile.
+template <class Dot4, class Policy>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const uint8_t* W, int64_t K,
                                                                const BlockQ8x256* x, int64_t g0, int64_t g1) {
     const int64_t nb = K / 256;
@@ -633,9 +560,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
         for (int64_t b = 0; b < nb; ++b) {
             const int64_t i = g * nb + b;  // the tile's index
             const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
-            constexpr size_t ahead = 2 * kQ6x16Tile;
-            if constexpr (kT != Tuning::zen4) prefetch(T, ahead, 288);
-            if constexpr (kT == Tuning::zen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
+            prefetch_tile<Policy::kQ6_K>(T, kQ6x16Tile, 288);
             const int8_t* xq = x[b].qs;
             __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 2
@@ -645,7 +570,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
 #pragma GCC unroll 8
                 for (int c = 0; c < 8; ++c) {
                     __m512i q[4];
-                    q6_k_chunk<kT>(body, h, c, ahead, q);
+                    q6_k_chunk<Policy::kQ6_K>(body, h, c, q);
                     for (int k = 0; k < 4; ++k)
                         s[2 * k + (c >= 4)] = Dot4::f(s[2 * k + (c >= 4)], q[k], splat4(xq + 128 * h + 32 * k + 4 * c));
                 }
@@ -663,11 +588,8 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
 
 // Several tokens at once (M = 2 .. 4, as q4_k's), the chunks c < 4 and c >= 4 in turn so that each token holds 4
 // sub-block sums at a time (M = 4: 16 registers); the integer sums are exact in any order, so the same bits as each
-// token alone. (One token stays with the kernel above: 63-69 GB/s from L2 on one Zen 5 core, where this body with
-// M = 1 reads 55-57.) zen4: x's chunks as vpdpbusd's broadcast memory operand (Dot4::fx), as q4_k's: a 128-token
-// TinyLlama Q6_K prompt, both forms in turn in one process, 6 sittings of 30-40 pairs: +1.4-4.4%, faster in 53-85% of
-// the pairs (2026-12-04).
-template <class Dot4, int M, Tuning kT>
+// token alone. One token stays with the kernel above, which reads faster than this body with M = 1.
+template <class Dot4, int M, class Policy>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
                                                                 int64_t g1) {
@@ -678,9 +600,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
         for (int64_t b = 0; b < nb; ++b) {
             const int64_t i = g * nb + b;  // the tile's index
             const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
-            constexpr size_t ahead = 2 * kQ6x16Tile;
-            if constexpr (kT != Tuning::zen4) prefetch(T, ahead, 288);
-            if constexpr (kT == Tuning::zen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
+            prefetch_tile<Policy::kQ6_K>(T, kQ6x16Tile, 288);
             __m512i isum[M];
             for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
             for (int h = 0; h < 2; ++h)
@@ -691,11 +611,10 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
 #pragma GCC unroll 4
                     for (int c = 4 * half; c < 4 * half + 4; ++c) {
                         __m512i q[4];
-                        q6_k_chunk<kT>(body, h, c, ahead, q);
+                        q6_k_chunk<Policy::kQ6_K>(body, h, c, q);
                         for (int m = 0; m < M; ++m)
                             for (int k = 0; k < 4; ++k)
-                                s[m][k] = dot4_x<Dot4, kXOperand<Dot4, kT>>(
-                                    s[m][k], q[k], x[m * ldx + b].qs + 128 * h + 32 * k + 4 * c);
+                                s[m][k] = Dot4::f(s[m][k], q[k], splat4(x[m * ldx + b].qs + 128 * h + 32 * k + 4 * c));
                     }
                     for (int k = 0; k < 4; ++k) {
                         const int j = 8 * h + 2 * k + half;
@@ -717,12 +636,12 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
 template <class Dot4>
 void matvec_q6_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    tuned_token_groups<4>(
-        n, [&]<int M, Tuning kT>(int m0) __attribute__((always_inline)) {
+    policy_token_groups<4>(
+        n, [&]<int M, class Policy>(int m0) __attribute__((always_inline)) {
             if constexpr (M == 1)
-                matvec_q6_k_x16_one<Dot4, kT>(out + m0 * ldo, W, K, x + m0 * ldx, g0, g1);
+                matvec_q6_k_x16_one<Dot4, Policy>(out + m0 * ldo, W, K, x + m0 * ldx, g0, g1);
             else
-                matvec_q6_k_x16_body<Dot4, M, kT>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+                matvec_q6_k_x16_body<Dot4, M, Policy>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
         });
 }
 

@@ -155,7 +155,8 @@ float* thread_buffer(size_t n);
 const Kernels& active();
 
 // The decode kernels' tuning (kernels.h's Tuning): what use_tuning last set, else PLAINLLAMA_TUNING's, else cpuid's
-// (AMD family 25: zen4, 26 or later: zen5, else intel), chosen at the first call. The AVX-512 kernels ask per call.
+// (AMD family 25: zen4, 26 or later: zen5, else intel), chosen at the first call. The AVX-512 kernels run the policy
+// of the tuning (policy.h: with_policy).
 Tuning tuning();
 
 }  // namespace plainllama::isa
