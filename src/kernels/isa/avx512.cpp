@@ -248,9 +248,9 @@ void widen(float* out, const T* src, int64_t n) {
 
 // Decode reads a tile as more streams than the hardware prefetcher follows well (its header, then its values), so in
 // the default policy (policy.h) each 64-byte load of a tile comes with a prefetch of the same place some tiles on,
-// and the header of the tile that far on is prefetched whole (q6_k's first 288 bytes: an odd tile's d[16] and scales,
-// an even tile's scales; an even tile's d[16], its last half line, is on the first line the odd tile after it
-// prefetches, as prefetch takes whole lines from the one holding its start).
+// and the header of the tile that far on is prefetched whole (q6_k's: kQ6Header; an even tile's d[16], its last half
+// line, is on the first line the odd tile after it prefetches, as prefetch takes whole lines from the one holding its
+// start).
 
 // Tile T's prefetches before its loads, as ReadAhead R says: the header (the first header_bytes) of the tile
 // R.l1_ahead on, and the first line of the page R.page_start_ahead on when this tile of tile_bytes enters it.
@@ -346,12 +346,12 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int6
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ8x16Tile;
-            prefetch_tile<kRead>(T, kQ8x16Tile, 32);
+            prefetch_tile<kRead>(T, kQ8x16Tile, q8_qs_line(0));  // the header: d[16]
             __m512i isum[M][kChains];
             for (int m = 0; m < M; ++m)
                 for (int i = 0; i < kChains; ++i) isum[m][i] = _mm512_setzero_si512();
             for (int c = 0; c < 8; ++c) {
-                const __m512i v = load_tile_line<kRead>(T + 32 + 64 * c);
+                const __m512i v = load_tile_line<kRead>(T + q8_qs_line(c));
                 const __m512i q = kVnni ? v : _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
                 for (int m = 0; m < M; ++m) {
                     const int8_t* x4 = x[m * ldx + b].qs + 4 * c;
@@ -399,11 +399,11 @@ alignas(64) constexpr uint16_t kMinPairWords[32] = {0, 16, 1, 17, 2,  18, 3,  19
 template <bool kPermute>
 __attribute__((always_inline)) inline __m512i q4_k_min_pairs(const uint8_t* T, int j, __m512i pair_words) {
     if constexpr (kPermute) {
-        const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 192 + 16 * j));
+        const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + q4_mins(j)));
         return _mm512_permutexvar_epi16(pair_words, _mm512_cvtepu8_epi16(mins));
     } else {
-        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j));
-        const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 208 + 16 * j));
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + q4_mins(j)));
+        const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + q4_mins(j + 1)));
         return _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
     }
 }
@@ -440,10 +440,10 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
         for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
-            prefetch_tile<kRead>(T, kQ4x16Tile, 320);
+            prefetch_tile<kRead>(T, kQ4x16Tile, q4_qs_line(0));  // the header
             // the header first, then the body with the scales (above)
             const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
-            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 32)));
+            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + kQ4Dmin)));
             __m512i isum[M], imin[M];
             for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm512_setzero_si512();
             for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs
@@ -455,7 +455,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 for (int m = 0; m < M; ++m)
                     for (int i = 0; i < kChains; ++i) lo[m][i] = hi[m][i] = _mm512_setzero_si512();
                 for (int c = 0; c < 8; ++c) {
-                    const __m512i v = load_tile_line<kRead>(T + 320 + 64 * (8 * gr + c));
+                    const __m512i v = load_tile_line<kRead>(T + q4_qs_line(8 * gr + c));
                     // with VNNI the high nibbles stay in place (16 h: vpdpbusd has no int16 stage to saturate),
                     // their sums shifted back once per sub-block and token below, not once per load (port 0, as
                     // vpdpbusd)
@@ -483,8 +483,10 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                 if constexpr (!Dot4::kPairs16)
                     for (int m = 0; m < M; ++m)
                         hi[m][0] = _mm512_srai_epi32(hi[m][0], 4);  // exact: 16 times an integer
-                const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 64 + 32 * gr)));
-                const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 80 + 32 * gr)));
+                const auto scales = [&](int j) __attribute__((always_inline)) {  // sub-block j's, as int32 lanes
+                    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + q4_scales(j))));
+                };
+                const __m512i sc_lo = scales(2 * gr), sc_hi = scales(2 * gr + 1);
                 if constexpr (Dot4::kPairs16) {
                     const __m512i s_lo = _mm512_or_si512(sc_lo, _mm512_slli_epi32(sc_lo, 16));
                     const __m512i s_hi = _mm512_or_si512(sc_hi, _mm512_slli_epi32(sc_hi, 16));
@@ -532,9 +534,12 @@ __attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* body, int h
     q[3] = join(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), bits45));
 }
 
+// The bytes of a q6_k tile's header prefetch: an odd tile's d[16] and scales, an even tile's scales (its d[16] is on
+// the first line of the odd tile after it).
+constexpr size_t kQ6Header = q6_body(1) + q6_ql_line(0);
 // The 16 rows' scales of sub-block j of a q6_k tile's body, as int32 lanes.
 __attribute__((always_inline)) inline __m512i q6_k_scales(const uint8_t* body, int j) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(body + 16 * j)));
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(body + q6_scales(j))));
 }
 // The 16 rows' d of q6_k tile i at T, as f32 lanes.
 __attribute__((always_inline)) inline __m512 q6_k_d(const uint8_t* T, int64_t i) {
@@ -560,7 +565,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const
         for (int64_t b = 0; b < nb; ++b) {
             const int64_t i = g * nb + b;  // the tile's index
             const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
-            prefetch_tile<Policy::kQ6_K>(T, kQ6x16Tile, 288);
+            prefetch_tile<Policy::kQ6_K>(T, kQ6x16Tile, kQ6Header);
             const int8_t* xq = x[b].qs;
             __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 2
@@ -600,7 +605,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
         for (int64_t b = 0; b < nb; ++b) {
             const int64_t i = g * nb + b;  // the tile's index
             const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
-            prefetch_tile<Policy::kQ6_K>(T, kQ6x16Tile, 288);
+            prefetch_tile<Policy::kQ6_K>(T, kQ6x16Tile, kQ6Header);
             __m512i isum[M];
             for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
             for (int h = 0; h < 2; ++h)
