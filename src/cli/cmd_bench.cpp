@@ -10,7 +10,7 @@
 #include "commands.h"
 #include "common.h"
 #include "plainllama/kernels/kernels.h"
-#include "plainllama/kernels/membw.h"
+#include "plainllama/bench/read_bandwidth.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 

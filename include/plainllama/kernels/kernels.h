@@ -184,4 +184,11 @@ void silu_mul(float* g, const float* u, int64_t n);
 // y[i] += x[i]     x, y: [n]
 void add_inplace(float* y, const float* x, int64_t n);
 
+// The ways the decode kernels read a stream of weights on different CPUs (src/kernels/isa/policy.h): plain loads, a
+// software prefetch of every line, or one of each 4 KiB page's first line.
+enum class ReadWay { plain, prefetch_lines, prefetch_pages };
+// sum(p[0 .. n)) with the active kernels' vector loads, read `way`, on this thread: a bandwidth test's read (bench/).
+// p 64-byte aligned, n a multiple of 64; the order of the additions is the kernels' own.
+float sum_stream(const float* p, int64_t n, ReadWay way);
+
 }  // namespace plainllama

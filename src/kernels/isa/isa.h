@@ -66,8 +66,6 @@ using DotTile = void (*)(float* out, int64_t ldo, const uint32_t* x, int64_t ldx
 // Decode: out[kNR p .. kNR p + kNR - 1] = W x for panels p0 .. p1-1 of a packed W [N, K].
 template <class E>
 using Matvec = void (*)(float* out, const float* x, const E* W, int64_t N, int64_t K, int64_t p0, int64_t p1);
-// The bandwidth test's ways of reading a stream (sum_stream).
-enum class ReadWay { plain, prefetch_lines, prefetch_pages };
 
 struct Kernels {
     const char* name = {};
