@@ -14,6 +14,7 @@
 #include "plainllama/io/config.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/run/chat_template.h"
+#include "plainllama/sys/team.h"
 
 namespace plainllama::test {
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/sys/team.h"
 
 namespace plainllama {
 

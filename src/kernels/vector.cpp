@@ -10,6 +10,7 @@
 #include "isa/isa.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/sys/team.h"
 
 namespace plainllama {
 namespace {

@@ -2,8 +2,6 @@
 // Row-major, except weight matrices, packed into panels (below); weights may be F32, F16 or BF16 and are converted
 // inside the kernels.
 #pragma once
-#include <omp.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -12,35 +10,12 @@
 
 #include "plainllama/io/dtype.h"
 #include "plainllama/kernels/quant.h"
-#include "plainllama/sys/team.h"
-#include "plainllama/sys/threads.h"
 
 namespace plainllama {
 
-// Below this many multiply-adds (~20 us on one core) a kernel stays on the calling thread: waking the
-// team costs microseconds on an idle machine and far more on a busy one.
+// Below this many multiply-adds a kernel stays on the calling thread (sys/team.h: parallel_for, use_threads): waking
+// the team costs microseconds on an idle machine and far more on a busy one, more than such work takes on one core.
 constexpr int64_t kParallelWork = 1 << 17;
-
-// Whether a kernel with `enough_work` for the threads runs a step on the team (sys/team.h): only with more than one
-// thread (thread_count()) and not already inside a step or an OpenMP region (perplexity's contexts). Otherwise its
-// work runs in turn on the calling thread.
-inline bool use_threads(bool enough_work) {
-    return enough_work && thread_count() > 1 && !omp_in_parallel() && !in_team_step();
-}
-
-// f(i) for i in [0, n): over the threads (an even split of [0, n), in order) when use_threads(parallel), else in turn
-// on this thread.
-template <class F>
-void parallel_for(int64_t n, bool parallel, const F& f) {
-    if (!use_threads(parallel)) {
-        for (int64_t i = 0; i < n; ++i) f(i);
-        return;
-    }
-    const int nt = thread_count();
-    team_run(nt, [&](int t) {
-        for (int64_t i = n * t / nt, end = n * (t + 1) / nt; i < end; ++i) f(i);
-    });
-}
 
 // y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w[:]     x, y: [rows, n] of type xt; w: [n] of wt.
 // The mean square is accumulated in double (f32 and 16-bit inputs alike), the scale rounded once to f32.

@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "plainllama/sys/threads.h"
+
 namespace plainllama {
 
 // Runs f(t) for t in [0, n) and returns when all have returned: f(0) on the calling thread, the others on workers
@@ -40,5 +42,24 @@ void prefetch_after_step(const void* p, size_t bytes);
 
 // Whether this thread is running a step's f(t) (a kernel there keeps to this thread).
 bool in_team_step();
+
+// Whether work with `enough_work` for the threads runs as a step of the team: only with more than one thread
+// (thread_count()) and not already inside a step or an OpenMP region (perplexity's contexts). Otherwise it runs in
+// turn on the calling thread.
+bool use_threads(bool enough_work);
+
+// f(i) for i in [0, n): over the threads (an even split of [0, n), in order) when use_threads(parallel), else in turn
+// on this thread.
+template <class F>
+void parallel_for(int64_t n, bool parallel, const F& f) {
+    if (!use_threads(parallel)) {
+        for (int64_t i = 0; i < n; ++i) f(i);
+        return;
+    }
+    const int nt = thread_count();
+    team_run(nt, [&](int t) {
+        for (int64_t i = n * t / nt, end = n * (t + 1) / nt; i < end; ++i) f(i);
+    });
+}
 
 }  // namespace plainllama
