@@ -9,6 +9,7 @@
 
 #include "isa/isa.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/kernels/testing.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/team.h"
 

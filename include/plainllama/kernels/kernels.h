@@ -5,8 +5,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <string>
-#include <vector>
 
 #include "plainllama/io/dtype.h"
 #include "plainllama/kernels/quant.h"
@@ -21,31 +19,25 @@ constexpr int64_t kParallelWork = 1 << 17;
 // The mean square is accumulated in double (f32 and 16-bit inputs alike), the scale rounded once to f32.
 void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t rows, int64_t n, float eps);
 
-// Every build holds the kernels for several instruction sets (src/kernels/{scalar,avx2,avx512}.cpp) and runs the
-// best the CPU supports, or the one the environment variable PLAINLLAMA_KERNELS names:
-//   "avx512_bf16"  AVX-512 F/BW/CD/DQ/VL, with AVX512_BF16's vdpbf16ps for BF16 prefill
+// Every build holds the kernels for several instruction sets (src/kernels/isa/) and runs the best the CPU supports,
+// or the one the environment variable PLAINLLAMA_KERNELS names:
+//   "avx512_bf16"  AVX-512 F/BW/CD/DQ/VL, with AVX512_BF16's vdpbf16ps for BF16 prefill (and AVX512_VNNI)
 //   "avx512"       the same without vdpbf16ps
 //   "avx2"         AVX2 + FMA + F16C
 //   "scalar"       portable C++, any x86-64
-std::vector<std::string> kernel_variants();  // those this CPU runs, best first
 // The variant in use; the first call chooses it (UsageError for a PLAINLLAMA_KERNELS this CPU cannot run, or an
 // unknown PLAINLLAMA_TUNING). Call it before kernels run inside a parallel region or thread of your own: an error
 // thrown there would end the process (PackedWeights::add calls it before its own).
 const char* kernels_isa();
-// Every kernel call from now on runs `name` (UsageError when unknown or not supported); not while kernels run.
-void use_kernels(const std::string& name);
-// The AVX-512 decode kernels are tuned per CPU family (how they prefetch, how a token's integer sums are split into
-// chains, how x is fed to vpdpbusd; src/kernels/isa/policy.h names each family's choices): intel (Intel's cores, and
-// any CPU not named below), zen4 (AMD family 25) and zen5 (AMD family 26 or later); the other variants have no tuning. tuning() is the one in use: what use_tuning
-// last set, else PLAINLLAMA_TUNING's (one of the names), else cpuid's, chosen at the first call (kernels_isa and
-// use_kernels choose it too, so a bad PLAINLLAMA_TUNING is their UsageError). use_tuning(t) makes every kernel call
-// from now on take t (tests run all three on any CPU: every choice is exact, never a float step, so the results are the
-// same bits); not while kernels run.
+// The AVX-512 decode kernels are tuned per CPU family (how they read the weights ahead, how a token's integer sums
+// are split into chains, how x is fed to vpdpbusd; src/kernels/isa/policy.h names each family's choices): intel
+// (Intel's cores, and any CPU not named below), zen4 (AMD family 25) and zen5 (AMD family 26 or later); the other
+// variants have no tuning. tuning() is the one in use: PLAINLLAMA_TUNING's (one of the names), else cpuid's, chosen
+// at the first call (kernels_isa chooses it too, so a bad PLAINLLAMA_TUNING is its UsageError). Every choice is exact,
+// never a float step, so every tuning gives the same bits.
 enum class Tuning { intel, zen4, zen5 };
 Tuning tuning();
-Tuning cpu_tuning();   // cpuid's answer alone
 bool kernels_tuned();  // whether the variant in use (kernels_isa) follows the tuning: the AVX-512 ones
-void use_tuning(Tuning t);
 const char* tuning_name(Tuning t);  // "intel", "zen4", "zen5"
 
 // A weight matrix W [N, K] repacked once (at load) for matmul, same storage type: panels of kPanel rows,
@@ -92,18 +84,6 @@ class PackedWeights {
     size_t capacity_ = 0, used_ = 0;
 };
 
-// A packed copy of one row-major W [N, K] of type t (std::bad_alloc when out of memory).
-class PackedWeight {
-   public:
-    PackedWeight(const void* W, DType t, int64_t N, int64_t K, QuantType q = QuantType::none)
-        : store_((matrix_bytes(t, q, N, K) + 63) / 64 * 64), m_(store_.add(W, t, N, K, q)) {}
-    const PackedMatrix& matrix() const { return m_; }
-
-   private:
-    PackedWeights store_;
-    PackedMatrix m_;
-};
-
 // out[t, r] = sum_k x[t, k] * W[r, k]     x: [T, K] f32, W packed [N, K], out: [T, N] f32. The team inside.
 // T == 1 streams the panels (decode), T > 1 runs a register-blocked GEMM on them (prefill); quantized W: see above.
 // Every output is one chain of fused multiply-adds over k = 0 .. K-1 in order, whatever T and the threads:
@@ -139,9 +119,6 @@ void matmul_nn(float* out, const float* x, int64_t ldx, const float* B, int64_t 
 // y [N] += x [K] B [K, N]: each y[n]'s chain continued over k = 0 .. K-1, so a matmul_nn row over the first K1
 // keys followed by gemv_acc over the next K2 equals one matmul_nn row over all K1 + K2, bit for bit.
 void gemv_acc(float* y, const float* x, const float* B, int64_t K, int64_t N);
-
-// out = x W^T for a row-major W [N, K] of type wt, in double: the tests' yardstick.
-void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K);
 
 // out[i] = float(src[i])     src: [n] of type t.
 void convert_to_f32(float* out, const void* src, DType t, int64_t n);
