@@ -1,8 +1,8 @@
 // The kernels' team: threads kept for the whole process that run a parallel step f(0) .. f(n-1), the caller taking
 // f(0). Between steps a worker spins on a cache line of its own for a while (kSpin in team.cpp), then sleeps, so the
-// steps of a decoded token (about five per layer) start and end without a system call. An empty step of 2 threads
-// takes 0.5-0.7 us on the Zen 5 VM, where an empty OpenMP region takes 3.2-3.4 (libgomp makes two futex calls per
-// region, whatever OMP_WAIT_POLICY says); a round trip of a cache line between its cores is 0.5 us.
+// steps of a decoded token (about five per layer) start and end without a system call: an empty step costs about a
+// round trip of a cache line between two cores, several times less than an empty OpenMP region (libgomp makes two
+// futex calls per region, whatever OMP_WAIT_POLICY says).
 #pragma once
 
 #include <atomic>

@@ -227,8 +227,8 @@ float sum_stream(const float* p, int64_t n, ReadWay way) {
 
 // ---- quantized weights, decode, on the tiles of 16 interleaved rows (quant.h), as avx512.cpp's kernels on half
 // a tile at a time: each 64-byte chunk holds 4 weights of each of 16 rows, its first 32 bytes rows 0 .. 7 and its
-// last 32 rows 8 .. 15. Each row's integer sums in its own lane, then quant_dot.inc's float steps for the 8 rows in their
-// lanes, in its order: the same bits as quant_dot.inc's kernels.
+// last 32 rows 8 .. 15. Each row's integer sums in its own lane, then quant_dot.inc's float steps for the 8 rows in
+// their lanes, in its order: the same bits as quant_dot.inc's kernels.
 
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -357,11 +357,9 @@ void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // vpmaddubsw never saturates, 2 x 63 x 127) summed against x per sub-block, then per sub-block
 // (sum - 32 sum(x)) times its scale. M tokens at once (M <= 2: each holds 4 sub-block sums, the chunks c < 4 and
 // c >= 4 in turn), 8 rows at a time, both 8-row halves of a tile before the next tile (so that the tiles are read once
-// from memory, in order); the integer sums are exact in any order, so the same bits as each token alone. With the
-// tile's lines in read order (quant.h), against the halves each over the whole row group (the second from L2) and
-// three streams per tile: Zen 5 with these kernels, 2 threads, TinyLlama Q6_K, every decode product of a token, each
-// build in turn, 3 of 3: 28.0-29.1 -> 30.6-31.0 GB/s (a read 72-77 GB/s); the new order alone, the halves as before,
-// was slower (26.3-26.4 against 27.4-28.2 in 4 of 4).
+// from memory, in order, one stream per tile with its lines in read order: quant.h), rather than each half over the
+// whole row group (the second from L2); the integer sums are exact in any order, so the same bits as each token
+// alone.
 template <int M>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,

@@ -88,7 +88,7 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* W
     } else if (!f32 || nr == kNR || ldw == kNR) {  // a full block, a panel or a widened block
         for (int64_t k = 0; k < kc; ++k) fma_k(load16(Wp + k * ldw), load16(Wp + k * ldw + 16), k);
     } else if constexpr (f32) {
-        // Masked loads cost half the speed on Zen 4: only for a partial block of a row-major B.
+        // Masked loads are slow on some cores (Zen 4): only for a partial block of a row-major B.
         for (int64_t k = 0; k < kc; ++k) fma_k(load16(Wp + k * ldw, c.m0), load16(Wp + k * ldw + 16, c.m1), k);
     }
     c.store(out, ldo);
