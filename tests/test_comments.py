@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Comments under src/ and include/ say what and why, without measurements or history: no date (2026-12-04), no
 commit hash, no rate (tok/s, GB/s, GFLOP/s) and no "sitting". Figures go to docs/performance.md, where they carry
-their machine and date once; history stays in git log.
+their machine and date once; history stays in git log. README.md, for users, carries no commit hash, date or
+"sitting" either.
 
 Run by ctest (PLAINLLAMA_SOURCE_DIR: the project root; else this file's parent folder). Last line: "N passed, N failed".
 """
@@ -23,6 +24,8 @@ RATE = r"\btok(ens)?/s\b|\b[KMGT]i?B/s\b|\bG?FLOP/?s\b"
 SITTING = r"\bsittings?\b"
 COMMENT_RULES = [("date", re.compile(DATE)), ("commit hash", re.compile(HASH)),
                  ("rate", re.compile(RATE, re.IGNORECASE)), ("'sitting'", re.compile(SITTING, re.IGNORECASE))]
+README_RULES = [("date", re.compile(DATE)), ("commit hash", re.compile(HASH)),
+                ("'sitting'", re.compile(SITTING, re.IGNORECASE))]
 
 
 def comments(text):
@@ -104,6 +107,15 @@ class Comments(unittest.TestCase):
         self.assertEqual([f.split(":")[0] + ":" + f.split(":")[1] for f in found],
                          ["3: date '2026-12-04'", "4: commit hash 'd6d59c3'", "5: rate 'GB/s'", "6: rate 'tok/s'",
                           "7: 'sitting' 'sittings'", "8: rate 'GFLOP/s'", "10: 'sitting' 'Sitting'"])
+
+
+class Readme(unittest.TestCase):
+    # README.md is for users: what it is, how to set it up and run it, one current performance table. Measurement
+    # history (dates, the commits measured, sittings) belongs in git log and docs/performance.md.
+    def test_readme_has_no_dates_hashes_or_sittings(self):
+        text = (ROOT / "README.md").read_text(encoding="utf-8")
+        bad = violations(enumerate(text.split("\n"), 1), README_RULES)
+        self.assertEqual(bad, [], "README.md:\n" + "\n".join(bad[:40]) + f"\n({len(bad)} in all)")
 
 
 if __name__ == "__main__":
