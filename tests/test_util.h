@@ -13,7 +13,9 @@
 
 #include "plainllama/io/config.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/kernels/testing.h"
 #include "plainllama/run/chat_template.h"
+#include "plainllama/sys/team.h"
 
 namespace plainllama::test {
 

@@ -12,6 +12,7 @@
 #include "plainllama/model/rope.h"
 #include "plainllama/sys/threads.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/sys/team.h"
 
 namespace plainllama {
 
