@@ -1,0 +1,285 @@
+"""What the server's tests share: `plainllama serve` started on a model (Server), requests and their replies,
+the request bodies, streams started and aborted.
+
+Not a test itself (ctest runs tests/test_*.py); the server's test scripts import it.
+"""
+import http.client
+import json
+import os
+import re
+import socket
+import struct
+import subprocess
+import threading
+import time
+import unittest
+
+SOURCE_DIR = os.environ.get("PLAINLLAMA_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED_DIR = os.environ.get("PLAINLLAMA_SHARED_DIR") or os.path.join(SOURCE_DIR, "..", "shared")
+BINARY = os.environ.get("PLAINLLAMA_BINARY") or os.path.join(SOURCE_DIR, "build", "plainllama")
+MODEL = os.path.join(SHARED_DIR, "models", "stories260K")
+MODEL_ID = "stories260K"
+NODE_DIR = os.path.join(SOURCE_DIR, "tests", "openai")
+LOADGEN = os.path.join(SOURCE_DIR, "scripts", "loadgen.py")
+KEY = "sk-plainllama-test"
+PROMPTS = ["Once upon a time", "The dog", "Lily and Ben", "Tom had a red ball", "The sun was shining",
+           "One day, a little bird", "Mom said", "There was a big tree"]
+LONG_PROMPT = "Once upon a time " * 200  # about 800 tokens: more than the 512-token context
+
+
+def has_serve():
+    if not os.access(BINARY, os.X_OK):
+        return False
+    r = subprocess.run([BINARY, "serve", "--help"], capture_output=True)
+    return r.returncode == 0
+
+
+HAS_SERVE = has_serve()
+
+
+class Reply:
+    """One HTTP exchange: what was asked (for failure messages) and what came back."""
+
+    def __init__(self, asked, status, headers, body):
+        self.asked, self.status, self.headers, self.body = asked, status, headers, body
+
+    def json(self):
+        try:
+            return json.loads(self.body)
+        except ValueError as e:
+            raise AssertionError(f"not JSON ({e}): {self}") from None
+
+    def __str__(self):
+        body = self.body[:1500].decode("utf-8", errors="replace")
+        return f"\n  request:  {self.asked}\n  response: {self.status} {self.headers.get('content-type', '')} {body}"
+
+
+def describe(method, path, body):
+    if body is None:
+        return f"{method} {path}"
+    shown = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return f"{method} {path} {shown[:300].decode('utf-8', errors='replace')}" + (" ..." if len(shown) > 300 else "")
+
+
+class Server:
+    """`plainllama serve` on stories260K at 127.0.0.1:<a free port>; all it writes on stderr is kept in self.log."""
+
+    def __init__(self, *extra):
+        args = [BINARY, "serve", "-m", MODEL, "--host", "127.0.0.1", "--port", "0", "-t", "1", *extra]
+        self.args = args
+        env = dict(os.environ, OMP_WAIT_POLICY="passive")
+        env.pop("PLAINLLAMA_API_KEY", None)  # the server's default --api-key
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env)
+        self._err, self._out, self._eof = b"", b"", False
+        self._cond = threading.Condition()
+        self._threads = [threading.Thread(target=self._pump, args=(self.proc.stderr, "_err"), daemon=True),
+                         threading.Thread(target=self._pump, args=(self.proc.stdout, "_out"), daemon=True)]
+        for t in self._threads:
+            t.start()
+        m = self.wait_log(r"listening on http://127\.0\.0\.1:(\d+)", timeout=30)
+        if not m:
+            self.kill()
+            raise AssertionError(f"the server did not start: {' '.join(args)}\nexit status {self.proc.returncode}; "
+                                 f"stderr:\n{self.log}")
+        self.port = int(m.group(1))
+
+    def _pump(self, pipe, attr):
+        while True:
+            data = pipe.read1(65536)
+            with self._cond:
+                if not data:
+                    if attr == "_err":
+                        self._eof = True
+                    self._cond.notify_all()
+                    return
+                setattr(self, attr, getattr(self, attr) + data)
+                self._cond.notify_all()
+
+    @property
+    def log(self):
+        with self._cond:
+            return self._err.decode("utf-8", errors="replace")
+
+    def wait_log(self, pattern, timeout=10.0, start=0):
+        """The first match of `pattern` in stderr at or after character `start`, waiting for it; None when the
+        server closes stderr or the time runs out first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                m = re.compile(pattern).search(self._err.decode("utf-8", errors="replace"), start)
+                left = deadline - time.monotonic()
+                if m or self._eof or left <= 0:
+                    return m
+                self._cond.wait(left)
+
+    def stop(self, sig, timeout=10.0):
+        """Sends `sig`; the exit status, or None (and the process killed) when it did not exit within `timeout`."""
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for t in self._threads:
+            t.join(5)
+        for f in (self.proc.stdout, self.proc.stderr):
+            f.close()
+
+    def connect(self, timeout=30.0):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def send(self, conn, method, path, body=None, key=None, headers=None):
+        """Sends a request on `conn` (a JSON body from a dict, or raw bytes); returns its description."""
+        hdrs = {}
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            hdrs["Content-Type"] = "application/json"
+        if key is not None:
+            hdrs["Authorization"] = f"Bearer {key}"
+        hdrs.update(headers or {})
+        conn.request(method, path, body=data, headers=hdrs)
+        return describe(method, path, body)
+
+    def request(self, method, path, body=None, key=None, headers=None, timeout=30.0):
+        """One request on a new connection; the whole response read."""
+        conn = self.connect(timeout)
+        try:
+            asked = self.send(conn, method, path, body, key, headers)
+            resp = conn.getresponse()
+            return Reply(asked, resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+        finally:
+            conn.close()
+
+    def post(self, path, body, **kw):
+        return self.request("POST", path, body, **kw)
+
+
+def sse_payloads(reply):
+    """The payloads of a whole event stream; fails unless every event is exactly "data: <one line>\\n\\n"."""
+    try:
+        text = reply.body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AssertionError(f"the stream is not UTF-8 ({e}): {reply}") from None
+    if not text.endswith("\n\n"):
+        raise AssertionError(f"the stream does not end with a blank line: {reply}")
+    out = []
+    for event in text[:-2].split("\n\n"):
+        if not event.startswith("data: ") or "\n" in event or "\r" in event:
+            raise AssertionError(f"event {event[:200]!r} is not 'data: <one line>': {reply}")
+        out.append(event[len("data: "):])
+    return out
+
+
+def counts(usage):
+    """The three token counts of a usage object (any further fields left out)."""
+    return {k: (usage or {}).get(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
+def chat_body(prompt, max_tokens=16, **extra):
+    """A greedy chat request with one user message (max_tokens None: not sent)."""
+    body = {"model": MODEL_ID, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 0, **extra}
+    return {k: v for k, v in body.items() if not (k == "max_tokens" and v is None)}
+
+
+def completion_body(prompt, max_tokens=16, **extra):
+    """A greedy text completion request (max_tokens None: not sent)."""
+    body = {"model": MODEL_ID, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, **extra}
+    return {k: v for k, v in body.items() if not (k == "max_tokens" and v is None)}
+
+
+class ServerTest(unittest.TestCase):
+    server_args = ()
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(*cls.server_args)
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.server:
+            cls.server.kill()
+
+    def fail_with_log(self, msg):
+        self.fail(f"{msg}\nserver stderr (last 3000 characters):\n{self.server.log[-3000:]}")
+
+    def assertOk(self, reply):
+        if reply.status != 200:
+            self.fail_with_log(f"expected 200: {reply}")
+        return reply.json()
+
+    def assertError(self, reply, status, mentions=None):
+        """`reply` has `status` and the OpenAI error body {"error": {"message", "type", "code"}}."""
+        self.assertEqual(reply.status, status, str(reply))
+        err = reply.json().get("error")
+        self.assertIsInstance(err, dict, f"no error object: {reply}")
+        self.assertIsInstance(err.get("message"), str, str(reply))
+        self.assertTrue(err["message"], f"empty error message: {reply}")
+        self.assertIsInstance(err.get("type"), str, str(reply))
+        self.assertIn("code", err, f"no error.code (a string or null): {reply}")
+        self.assertTrue(err["code"] is None or isinstance(err["code"], str), str(reply))
+        if mentions:
+            self.assertIn(mentions.lower(), err["message"].lower(), f"the message does not name {mentions!r}: {reply}")
+        return err
+
+    def chat(self, prompt, max_tokens=16, **extra):
+        """The content of a non-streamed greedy chat completion, and the whole response."""
+        r = self.assertOk(self.server.post("/v1/chat/completions", chat_body(prompt, max_tokens, **extra)))
+        return r["choices"][0]["message"]["content"], r
+
+    def stream_chat(self, body, path="/v1/chat/completions"):
+        """A streamed request read to its end; the reply and its JSON chunks (the final [DONE] checked, removed)."""
+        reply = self.server.post(path, body)
+        if reply.status != 200:
+            self.fail_with_log(f"expected 200: {reply}")
+        self.assertTrue(reply.headers.get("content-type", "").startswith("text/event-stream"), str(reply))
+        payloads = sse_payloads(reply)
+        self.assertEqual(payloads[-1], "[DONE]", str(reply))
+        self.assertNotIn("[DONE]", payloads[:-1], str(reply))
+        return reply, [json.loads(p) for p in payloads[:-1]]
+
+
+def start_stream(server, body, rcvbuf=None):
+    """Sends a streamed chat request and reads it up to its first event with content (the first event, with the
+    role, may come before the request has a slot; a token means it is generating). Returns (conn, response, the
+    bytes read). rcvbuf: a small receive buffer, so that a server writing more than it holds must wait."""
+    conn = server.connect(30)
+    sock = conn.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", server.port))
+    asked = server.send(conn, "POST", "/v1/chat/completions", body)
+    resp = conn.getresponse()
+    resp.raw_socket = sock  # conn.sock is None already when the response says Connection: close
+    if resp.status != 200:
+        headers = {k.lower(): v for k, v in resp.getheaders()}
+        raise AssertionError(f"expected 200: {Reply(asked, resp.status, headers, resp.read())}")
+    got = b""
+    while True:
+        line = resp.readline()
+        if not line:
+            raise AssertionError(f"the stream ended before its first token: {got[:2000]!r}")
+        got += line
+        if line.startswith(b"data: {"):
+            chunk = json.loads(line[6:])
+            if any((c.get("delta") or {}).get("content") for c in chunk.get("choices") or []):
+                return conn, resp, got
+
+
+def abort(conn, resp):
+    """Closes the connection with a reset (SO_LINGER 0), as a killed client does."""
+    resp.raw_socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    resp.close()
+    conn.close()
+    resp.raw_socket.close()
+
+
