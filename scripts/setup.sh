@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # The tests also need python3-numpy (script tests), qemu-user (the binary on emulated older CPUs) and curl
 # (models/fetch.sh against a local fake hub).
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev nlohmann-json3-dev libsentencepiece-dev libonig-dev
-          libedit-dev libcpp-httplib-dev libgtest-dev libbenchmark-dev python3 python3-numpy qemu-user curl)
+          libedit-dev libgtest-dev libbenchmark-dev python3 python3-numpy qemu-user curl)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

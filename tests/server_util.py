@@ -1,7 +1,7 @@
 """What the server's tests share: `plainllama serve` started on a model (Server), requests and their replies,
-the request bodies, streams started and aborted.
+the request bodies, streams started and aborted, and raw sockets.
 
-Not a test itself (ctest runs tests/test_*.py); the server's test scripts import it.
+Not a test itself (ctest runs tests/test_*.py); imported by the server's test scripts (tests/test_server*.py).
 """
 import http.client
 import json
@@ -62,27 +62,65 @@ def describe(method, path, body):
 
 
 class Server:
-    """`plainllama serve` on stories260K at 127.0.0.1:<a free port>; all it writes on stderr is kept in self.log."""
+    """`plainllama serve` on stories260K (or `model`) at 127.0.0.1:<a free port>; all it writes on stderr is kept in
+    self.log. `env`: variables to set (None: to remove); PLAINLLAMA_API_KEY is removed unless given. wait=False:
+    returns at once, without waiting for the line that says it listens (self.port is then None)."""
 
-    def __init__(self, *extra):
-        args = [BINARY, "serve", "-m", MODEL, "--host", "127.0.0.1", "--port", "0", "-t", "1", *extra]
+    def __init__(self, *extra, model=MODEL, env=None, port=0, wait=True):
+        args = [BINARY, "serve", "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", "1", *extra]
         self.args = args
-        env = dict(os.environ, OMP_WAIT_POLICY="passive")
-        env.pop("PLAINLLAMA_API_KEY", None)  # the server's default --api-key
+        full_env = dict(os.environ, OMP_WAIT_POLICY="passive")
+        full_env.pop("PLAINLLAMA_API_KEY", None)  # the server's default --api-key
+        for k, v in (env or {}).items():
+            if v is None:
+                full_env.pop(k, None)
+            else:
+                full_env[k] = v
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     env=env)
+                                     env=full_env)
         self._err, self._out, self._eof = b"", b"", False
         self._cond = threading.Condition()
         self._threads = [threading.Thread(target=self._pump, args=(self.proc.stderr, "_err"), daemon=True),
                          threading.Thread(target=self._pump, args=(self.proc.stdout, "_out"), daemon=True)]
         for t in self._threads:
             t.start()
-        m = self.wait_log(r"listening on http://127\.0\.0\.1:(\d+)", timeout=30)
+        self.port = None
+        if not wait:
+            return
+        m = self.wait_log(r"listening on http://127\.0\.0\.1:(\d+)", timeout=60)
         if not m:
             self.kill()
             raise AssertionError(f"the server did not start: {' '.join(args)}\nexit status {self.proc.returncode}; "
                                  f"stderr:\n{self.log}")
         self.port = int(m.group(1))
+
+    def wait_exit(self, timeout):
+        """The exit status, or None when the server still runs after `timeout` seconds. Once it has exited, all it
+        wrote on stderr is in self.log."""
+        try:
+            status = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        with self._cond:
+            self._cond.wait_for(lambda: self._eof, 10)
+        return status
+
+    def status_kb(self, field):
+        """A memory figure of /proc/PID/status in kB: VmRSS (now), VmHWM (the peak)."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+        raise AssertionError(f"no {field} in /proc/{self.proc.pid}/status")
+
+    def reset_peak(self):
+        """Makes VmHWM start again from VmRSS (Linux: 5 written to clear_refs); False when not allowed."""
+        try:
+            with open(f"/proc/{self.proc.pid}/clear_refs", "w") as f:
+                f.write("5")
+            return True
+        except OSError:
+            return False
 
     def _pump(self, pipe, attr):
         while True:
@@ -216,8 +254,9 @@ class ServerTest(unittest.TestCase):
             self.fail_with_log(f"expected 200: {reply}")
         return reply.json()
 
-    def assertError(self, reply, status, mentions=None):
-        """`reply` has `status` and the OpenAI error body {"error": {"message", "type", "code"}}."""
+    def assertError(self, reply, status, mentions=None, param=None):
+        """`reply` has `status` and the OpenAI error body {"error": {"message", "type", "param", "code"}}; the
+        message names `mentions`, and `param` is the field named (when given)."""
         self.assertEqual(reply.status, status, str(reply))
         err = reply.json().get("error")
         self.assertIsInstance(err, dict, f"no error object: {reply}")
@@ -226,8 +265,13 @@ class ServerTest(unittest.TestCase):
         self.assertIsInstance(err.get("type"), str, str(reply))
         self.assertIn("code", err, f"no error.code (a string or null): {reply}")
         self.assertTrue(err["code"] is None or isinstance(err["code"], str), str(reply))
+        self.assertIn("param", err, f"no error.param (a string or null): {reply}")
         if mentions:
             self.assertIn(mentions.lower(), err["message"].lower(), f"the message does not name {mentions!r}: {reply}")
+        if param:
+            self.assertEqual(err["param"], param, f"error.param: {reply}")
+        if status == 503:
+            self.assertEqual(reply.headers.get("retry-after"), "1", f"a 503 without Retry-After: {reply}")
         return err
 
     def chat(self, prompt, max_tokens=16, **extra):
@@ -283,3 +327,91 @@ def abort(conn, resp):
     resp.raw_socket.close()
 
 
+
+
+def raw_socket(port, timeout=10.0, rcvbuf=None):
+    """A TCP connection to the server, with `timeout` on every operation."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.settimeout(timeout)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+class RawResponse:
+    def __init__(self, status, headers, body, framing):
+        self.status, self.headers, self.body, self.framing = status, headers, body, framing
+
+    def __repr__(self):
+        return f"{self.status} {self.framing} {self.headers} {self.body[:300]!r}"
+
+
+def read_response(f):
+    """Reads one HTTP response from the binary file `f` (sock.makefile("rb")): by Content-Length, by chunks, or up
+    to the connection's end (framing "length", "chunked" or "close"). None when the connection ends first."""
+    line = f.readline()
+    if not line:
+        return None
+    parts = line.decode("latin-1").split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+        raise AssertionError(f"not a status line: {line!r}")
+    status = int(parts[1])
+    headers = {}
+    while True:
+        h = f.readline()
+        if h in (b"\r\n", b"\n", b""):
+            break
+        k, _, v = h.decode("latin-1").partition(":")
+        headers[k.strip().lower()] = v.strip()
+    if status in (100,):
+        return read_response(f)
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        body = b""
+        while True:
+            size = int(f.readline().split(b";")[0], 16)
+            if size == 0:
+                while f.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return RawResponse(status, headers, body, "chunked")
+            body += f.read(size)
+            f.readline()
+    if "content-length" in headers:
+        return RawResponse(status, headers, f.read(int(headers["content-length"])), "length")
+    return RawResponse(status, headers, f.read(), "close")
+
+
+class SlowClients:
+    """`n` connections that send a request's headers one byte at a time, one byte per connection every `interval`
+    seconds, never finishing (slowloris); `idle=True`: connections that send nothing at all."""
+    HEAD = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + b"X-Padding: " + b"x" * 4000 + b"\r\n")
+
+    def __init__(self, port, n, interval=1.0, idle=False):
+        self.socks, self.sent, self.closed = [], 0, 0
+        for _ in range(n):
+            self.socks.append(raw_socket(port))
+        self._stop = threading.Event()
+        self._thread = None
+        if not idle:
+            self._thread = threading.Thread(target=self._drip, args=(interval,), daemon=True)
+            self._thread.start()
+
+    def _drip(self, interval):
+        i = 0
+        while not self._stop.wait(interval):
+            byte = self.HEAD[i % len(self.HEAD):i % len(self.HEAD) + 1]
+            i += 1
+            for s in self.socks:
+                try:
+                    s.send(byte)
+                    self.sent += 1
+                except OSError:
+                    self.closed += 1
+
+    def close(self):
+        self._stop.set()
+        if self._thread:
+            self._thread.join(10)
+        for s in self.socks:
+            s.close()

@@ -1,7 +1,8 @@
 // plainllama serve: an OpenAI-compatible HTTP server. The socket is bound first (so a wrong --port fails at once
 // and /health answers "loading"), then the model is loaded and the engine's slots start. SIGINT/SIGTERM: no new
-// requests, those in flight finish (at most kDrainSeconds, or until a second signal; then they end with an error
-// event or a 503), then exit 0. A signal while loading exits at once (128 + the signal).
+// requests, those in flight finish (at most kDrainSeconds, or until a second signal); what still runs then ends
+// with an error event or a 503, every connection closes, and the server exits 0. A signal while loading exits at
+// once (128 + the signal).
 #include <pthread.h>
 #include <signal.h>
 
@@ -25,7 +26,8 @@ namespace plainllama::cli {
 
 namespace {
 
-constexpr double kDrainSeconds = 10;
+constexpr double kDrainSeconds = 10;  // for the requests in flight to finish after a signal
+constexpr double kAbortSeconds = 1;   // for the error answers of those cut short to be sent
 
 // SIGINT and SIGTERM, taken by a thread of their own with sigwait (blocked in every other thread, which inherit
 // the mask): no async-signal-safety to worry about, and a signal never interrupts a socket call.
@@ -112,6 +114,14 @@ Run add_serve(CLI::App& app) {
     cmd->add_option("--max-body", o->max_body, "Largest request body in bytes; larger gets 413")
         ->transform(int_range(1024, int64_t(1) << 30))
         ->capture_default_str();
+    cmd->add_option("--max-connections", o->http.max_connections, "Connections open at once; one more gets 503")
+        ->transform(int_range(1, 65536))
+        ->capture_default_str();
+    cmd->add_option("--timeout", o->http.timeout,
+                    "Seconds a request (headers and body) has to arrive from its first byte (else 408); idle "
+                    "connections, and responses the client stops reading, are closed after as long")
+        ->check(CLI::Range(1.0, 3600.0))
+        ->capture_default_str();
     cmd->add_option("--template", o->tmpl, "Chat template for /v1/chat/completions (see chat --help)")
         ->check(CLI::IsMember({"auto", "raw", "llama2", "zephyr", "chatml", "llama3"}))
         ->capture_default_str();
@@ -124,7 +134,7 @@ Run add_serve(CLI::App& app) {
         static Signals& signals = *new Signals;
         HttpOptions http = o->http;
         http.max_body = size_t(o->max_body);
-        http.threads = std::min(o->parallel + o->queue + 4, 512);
+        http.max_completions = o->parallel + o->queue + 4;  // those in the slots and the queue, and a few refused
         HttpServer server(http);
         const int port = server.start();
         const bool quiet = o->m.quiet;
@@ -165,13 +175,13 @@ Run add_serve(CLI::App& app) {
             const double t0 = now_seconds();
             while (server.in_flight() > 0 && now_seconds() - t0 < kDrainSeconds && signals.wait(1, 0.05) < 2) {
             }
-            if (server.in_flight() > 0) {
-                engine.abort_all("the server is shutting down");  // the responses end with an error (503)
-                const double t1 = now_seconds();
-                while (server.in_flight() > 0 && now_seconds() - t1 < 5)
-                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
         }
+        // What still runs ends with an error (a 503, or an error event in a stream), given a moment to be sent; then
+        // every connection closes, whether its client reads or not.
+        engine.abort_all("the server is shutting down");
+        const double t1 = now_seconds();
+        while (server.in_flight() > 0 && now_seconds() - t1 < kAbortSeconds)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
         server.stop();
         std::fprintf(stderr, "plainllama serve: stopped\n");
         return 0;

@@ -1,29 +1,85 @@
 #include "plainllama/serve/http_server.h"
 
-#include <httplib.h>
-
+#include <algorithm>
 #include <atomic>
-#include <chrono>
+#include <cctype>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <deque>
+#include <mutex>
 #include <thread>
+#include <utility>
 
+#include "plainllama/serve/http_listener.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
 
 using nlohmann::json;
 
+// The request log: lines written to stderr by a thread of their own, so that the listener's loop, which logs the
+// requests it answers itself, never waits on stderr (a pipe whose reader is slow or stopped). Lines beyond
+// kMaxLines waiting are dropped, and counted in the next line written.
+class RequestLog {
+   public:
+    RequestLog() : thread_([this] { run(); }) {}
+    ~RequestLog() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        more_.notify_all();
+        thread_.join();
+    }
+    void line(std::string s) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (lines_.size() >= kMaxLines) return void(++dropped_);
+            lines_.push_back(std::move(s));
+        }
+        more_.notify_all();
+    }
+
+   private:
+    static constexpr size_t kMaxLines = 10000;
+    void run() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            more_.wait(lock, [&] { return stop_ || !lines_.empty(); });
+            if (lines_.empty()) return;
+            std::deque<std::string> out;
+            out.swap(lines_);
+            const size_t dropped = std::exchange(dropped_, 0);
+            lock.unlock();
+            if (dropped) std::fprintf(stderr, "(%zu log lines dropped: stderr was not read)\n", dropped);
+            for (const std::string& s : out) std::fprintf(stderr, "%s\n", s.c_str());
+            lock.lock();
+        }
+    }
+    std::mutex mutex_;
+    std::condition_variable more_;
+    std::deque<std::string> lines_;
+    size_t dropped_ = 0;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
 namespace {
+
+// Seconds a client is asked to wait after a 503 (loading, busy, queue full, shutting down).
+constexpr const char* kRetryAfter = "1";
+// How often a waiting handler looks at its client (gone: the job is cancelled).
+constexpr double kPollSeconds = 0.25;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-void reply(httplib::Response& res, int status, const json& body) {
-    res.status = status;
-    res.set_content(dump(body), "application/json");
+void reply(HttpResponse& res, int status, const json& body) {
+    if (status == 503) res.header("Retry-After", kRetryAfter);
+    res.send(status, "application/json", dump(body));
 }
 
-void reply_error(httplib::Response& res, const ApiError& e) { reply(res, e.status, error_json(e)); }
+void reply_error(HttpResponse& res, const ApiError& e) { reply(res, e.status, error_json(e)); }
 
 ApiError unavailable(const std::string& message, const std::string& code) {
     return ApiError(503, "server_error", message, "", code);
@@ -36,8 +92,33 @@ ApiError ended(const JobOutput& out) {
     return ApiError(500, "server_error", out.error.empty() ? "generation failed" : out.error);
 }
 
-// One line per completion on stderr: what it asked, what it got, where the time went.
-void log_job(const std::string& id, int status, bool stream, const JobOutput& out, const std::string& note) {
+// What the HTTP layer refuses itself, in OpenAI's error shape.
+ApiError refusal(int status, const std::string& message) {
+    switch (status) {
+        case 404:
+        case 405:
+            return ApiError(status, "not_found_error", message, "", "not_found");
+        case 408:
+            return ApiError(status, "invalid_request_error", message, "", "timeout");
+        case 413:
+            return ApiError(status, "invalid_request_error", message + " (--max-body)", "", "request_too_large");
+        case 500:
+            return ApiError(status, "server_error", message);
+        case 503:
+            return unavailable(message, "server_busy");
+        default:
+            return ApiError(status, "invalid_request_error", message);
+    }
+}
+
+void log_request(RequestLog& log, const HttpRequest& req, int status, const std::string& note) {
+    log.line((req.method.empty() ? "-" : req.method) + " " + (req.path.empty() ? "-" : req.path) + " " +
+             std::to_string(status) + (note.empty() ? "" : ": " + note));
+}
+
+// One line per completion: what it asked, what it got, where the time went.
+void log_job(RequestLog& log, const std::string& id, int status, bool stream, const JobOutput& out,
+             const std::string& note) {
     char buf[512];
     const double tps = out.generate_s > 0 ? double(out.completion_tokens) / out.generate_s : 0.0;
     std::snprintf(buf, sizeof buf,
@@ -46,36 +127,44 @@ void log_job(const std::string& id, int status, bool stream, const JobOutput& ou
                   id.c_str(), status, stream ? " stream" : "", out.slot, (long long)out.prompt_tokens,
                   (long long)out.cached_tokens, (long long)out.completion_tokens, finish_name(out.finish), note.c_str(),
                   out.queued_s, out.prompt_s, out.generate_s, tps);
-    std::fprintf(stderr, "%s\n", buf);
+    log.line(buf);
 }
 
-// A streaming reply's state, shared by the content provider calls and the releaser.
-struct Stream {
-    std::shared_ptr<Job> job;
-    ApiRequest req;
-    ApiModel model;
-    std::string id;
-    int64_t created = 0;
-    size_t sent = 0;
-    bool started = false, logged = false, gone = false;
-};
+// Whether `header` is "Bearer KEY" (the scheme in any case) with `key`; as long whatever the first wrong byte.
+bool bearer_matches(const std::string* header, const std::string& key) {
+    const std::string_view h = header ? std::string_view(*header) : std::string_view();
+    const std::string_view scheme = "bearer ";
+    bool ok = h.size() >= scheme.size();
+    for (size_t i = 0; ok && i < scheme.size(); ++i) ok = char(std::tolower(uint8_t(h[i]))) == scheme[i];
+    std::string_view got = ok ? h.substr(scheme.size()) : std::string_view();
+    while (!got.empty() && got.front() == ' ') got.remove_prefix(1);
+    unsigned diff = !ok || got.size() != key.size();
+    for (size_t i = 0; i < key.size(); ++i)
+        diff |= unsigned(uint8_t(i < got.size() ? got[i] : ~key[i]) ^ uint8_t(key[i]));
+    return diff == 0;
+}
 
 }  // namespace
 
 struct HttpServer::Impl {
     HttpOptions o;
-    httplib::Server svr;
-    std::thread thread;
+    std::unique_ptr<RequestLog> log = std::make_unique<RequestLog>();
+    std::unique_ptr<HttpListener> http;
     std::atomic<Engine*> engine{nullptr};
     ApiModel model;
     std::atomic<bool> draining{false};
     std::atomic<uint64_t> next_id{1};
-    std::atomic<int> in_flight{0};  // completions submitted whose response is not yet written
-    std::atomic<bool> listen_ended{false};
 
     void routes();
-    void complete(const httplib::Request& req, httplib::Response& res, bool chat);
-    bool stream_more(Stream& st, httplib::DataSink& sink);
+    // Adds a route; /v1/ routes ask for the API key. A handler `on_thread` may wait (it logs its own line); one
+    // `on_loop` answers at once, and its line is logged here.
+    void add(const std::string& method, const std::string& path, HttpListener::Handler h,
+             HttpListener::Runs runs = HttpListener::on_loop);
+    void health(HttpResponse& res);
+    void models(HttpResponse& res);
+    void complete(const HttpRequest& req, HttpResponse& res, bool chat);
+    void stream(const ApiRequest& r, const std::shared_ptr<Job>& job, const std::string& id, int64_t created,
+                HttpResponse& res);
 };
 
 HttpServer::HttpServer(const HttpOptions& o) : impl_(std::make_unique<Impl>()) {
@@ -85,193 +174,165 @@ HttpServer::HttpServer(const HttpOptions& o) : impl_(std::make_unique<Impl>()) {
 
 HttpServer::~HttpServer() { stop(); }
 
-void HttpServer::Impl::routes() {
-    const int threads = o.threads;
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-    svr.set_payload_max_length(o.max_body);
-    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-        if (o.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-        const std::string auth = req.get_header_value("Authorization");
-        const std::string want = "Bearer " + o.api_key;
-        // the same time whatever the first wrong byte
-        unsigned diff = auth.size() != want.size();
-        for (size_t i = 0; i < want.size(); ++i) diff |= unsigned(i < auth.size() ? auth[i] ^ want[i] : 1);
-        if (diff == 0) return httplib::Server::HandlerResponse::Unhandled;
-        reply_error(res, ApiError(401, "authentication_error",
-                                  auth.empty() ? "no API key: send the header Authorization: Bearer KEY"
-                                               : "wrong API key",
+void HttpServer::Impl::add(const std::string& method, const std::string& path, HttpListener::Handler h,
+                           HttpListener::Runs runs) {
+    const bool keyed = path.rfind("/v1/", 0) == 0;
+    http->route(
+        method, path,
+        [this, h = std::move(h), keyed, runs](const HttpRequest& req, HttpResponse& res) {
+            if (keyed && !o.api_key.empty() && !bearer_matches(req.header("authorization"), o.api_key)) {
+                reply_error(
+                    res, ApiError(401, "authentication_error",
+                                  req.header("authorization") ? "wrong API key"
+                                                              : "no API key: send the header Authorization: Bearer KEY",
                                   "", "invalid_api_key"));
-        return httplib::Server::HandlerResponse::Handled;
-    });
-    svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-        if (draining.load())
-            reply(res, 503, {{"status", "shutting down"}});
-        else if (!engine.load())
-            reply(res, 503, {{"status", "loading"}});
-        else
-            reply(res, 200, {{"status", "ok"}});
-    });
-    svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-        if (!engine.load()) return reply_error(res, unavailable("the model is loading", "loading"));
-        reply(res, 200,
-              {{"object", "list"},
-               {"data", json::array({{{"id", model.id},
-                                      {"object", "model"},
-                                      {"created", int64_t(std::time(nullptr))},
-                                      {"owned_by", "plainllama"}}})}});
-    });
-    svr.Post("/v1/chat/completions",
-             [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, true); });
-    svr.Post("/v1/completions",
-             [this](const httplib::Request& req, httplib::Response& res) { complete(req, res, false); });
-    svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return;
-        if (res.status == 413)
-            reply_error(res, ApiError(413, "invalid_request_error", "the request body is larger than the server takes "
-                                                                    "(--max-body)",
-                                      "", "request_too_large"));
-        else if (res.status == 404)
-            reply_error(res, ApiError(404, "not_found_error", "no endpoint " + req.method + " " + req.path, "",
-                                      "not_found"));
-        else
-            reply_error(res, ApiError(res.status, "invalid_request_error", "HTTP status " + std::to_string(res.status)));
-    });
-    svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-            std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-            what = e.what();
-        } catch (...) {
-        }
-        reply_error(res, ApiError(500, "server_error", what));
-    });
-    svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
-        if (res.has_header("X-Request-Id")) return;  // a completion: logged with its figures when it ends
-        std::fprintf(stderr, "%s %s %d\n", req.method.c_str(), req.path.c_str(), res.status);
-    });
+                return log_request(*log, req, 401, "");
+            }
+            h(req, res);
+            if (runs == HttpListener::on_loop) log_request(*log, req, res.status(), "");
+        },
+        runs);
 }
 
-void HttpServer::Impl::complete(const httplib::Request& req, httplib::Response& res, bool chat) {
+void HttpServer::Impl::routes() {
+    HttpListenerOptions lo;
+    lo.host = o.host;
+    lo.port = o.port;
+    lo.limits.max_body = o.max_body;
+    lo.max_connections = o.max_connections;
+    lo.max_handlers = o.max_completions;
+    lo.timeout = o.timeout;
+    http = std::make_unique<HttpListener>(
+        lo, [this](const HttpRequest& req, int status, const std::string& message, HttpResponse& res) {
+            reply_error(res, refusal(status, message));
+            log_request(*log, req, status, status == 404 || status == 405 ? "" : message);
+        });
+    const auto chat = [this](const HttpRequest& req, HttpResponse& res) { complete(req, res, true); };
+    const auto text = [this](const HttpRequest& req, HttpResponse& res) { complete(req, res, false); };
+    add("GET", "/health", [this](const HttpRequest&, HttpResponse& res) { health(res); });
+    add("GET", "/v1/models", [this](const HttpRequest&, HttpResponse& res) { models(res); });
+    add("POST", "/v1/chat/completions", chat, HttpListener::on_thread);
+    add("POST", "/v1/completions", text, HttpListener::on_thread);
+}
+
+void HttpServer::Impl::health(HttpResponse& res) {
+    if (draining.load())
+        reply(res, 503, {{"status", "shutting down"}});
+    else if (!engine.load())
+        reply(res, 503, {{"status", "loading"}});
+    else
+        reply(res, 200, {{"status", "ok"}});
+}
+
+void HttpServer::Impl::models(HttpResponse& res) {
+    if (!engine.load()) return reply_error(res, unavailable("the model is loading; retry in a moment", "loading"));
+    reply(res, 200,
+          {{"object", "list"},
+           {"data", json::array({{{"id", model.id},
+                                  {"object", "model"},
+                                  {"created", int64_t(std::time(nullptr))},
+                                  {"owned_by", "plainllama"}}})}});
+}
+
+void HttpServer::Impl::complete(const HttpRequest& req, HttpResponse& res, bool chat) {
+    auto refuse = [&](const ApiError& err) {
+        reply_error(res, err);
+        log_request(*log, req, err.status, err.what());
+    };
     Engine* e = engine.load();
-    if (!e) return reply_error(res, unavailable("the model is loading; retry in a moment", "loading"));
-    if (draining.load()) return reply_error(res, unavailable("the server is shutting down", "shutting_down"));
+    if (!e) return refuse(unavailable("the model is loading; retry in a moment", "loading"));
+    if (draining.load()) return refuse(unavailable("the server is shutting down", "shutting_down"));
     ApiRequest r;
     try {
         r = parse_request(req.body, chat, model);
     } catch (const ApiError& err) {
-        return reply_error(res, err);
+        return refuse(err);
     } catch (const Error& err) {  // a tokenizer or template error
-        return reply_error(res, bad_request(err.what()));
+        return refuse(bad_request(err.what()));
     }
     auto job = std::make_shared<Job>(r.job);
-    ++in_flight;  // before submit: a drain that sees 0 has nothing left to write
-    if (!e->submit(job)) {
-        --in_flight;
-        return reply_error(res, draining.load()
-                                    ? unavailable("the server is shutting down", "shutting_down")
-                                    : unavailable("the server is busy (its queue is full); retry later", "queue_full"));
-    }
+    if (!e->submit(job))
+        return refuse(draining.load()
+                          ? unavailable("the server is shutting down", "shutting_down")
+                          : unavailable("the server is busy (its queue is full); retry later", "queue_full"));
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id.fetch_add(1));
     const int64_t created = int64_t(std::time(nullptr));
-    res.set_header("X-Request-Id", id);
+    res.header("X-Request-Id", id);
+    if (r.stream) return stream(r, job, id, created, res);
 
-    if (!r.stream) {
-        JobOutput out;
-        do out = job->wait_end(1.0);
-        while (out.finish == Finish::none);
-        --in_flight;
-        if (out.finish == Finish::cancelled || out.finish == Finish::error) {
-            const ApiError err = ended(out);
-            reply_error(res, err);
-            return log_job(id, err.status, false, out, "");
-        }
-        reply(res, 200, completion_json(r, out, id, created, model));
-        return log_job(id, 200, false, out, "");
-    }
-
-    auto st = std::make_shared<Stream>();
-    st->job = job;
-    st->req = r;
-    st->model = model;
-    st->id = id;
-    st->created = created;
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, st](size_t, httplib::DataSink& sink) { return stream_more(*st, sink); },
-        [this, st](bool) {
-            // the client went away: the job ends with the response
-            if (!st->logged) {
-                st->job->cancel = true;
-                log_job(st->id, 200, true, st->job->wait_end(0), " (client gone)");
-            }
-            --in_flight;
-        });
-}
-
-// Writes what the job produced since the last call; false ends the response (the client is gone).
-bool HttpServer::Impl::stream_more(Stream& st, httplib::DataSink& sink) {
-    auto event = [&](const std::string& data) {
-        const std::string s = "data: " + data + "\n\n";
-        return sink.write(s.data(), s.size());
-    };
-    const ApiRequest& r = st.req;
-    if (!st.started) {
-        st.started = true;
-        if (r.chat && !event(dump(chunk_json(r, st.id, st.created, st.model, "", true, Finish::none)))) return false;
-    }
-    const JobOutput out = st.job->wait(st.sent, 0.25);  // out.text: the bytes after the `sent` ones
-    if (!sink.is_writable()) return false;
-    if (!out.text.empty()) {
-        if (!event(dump(chunk_json(r, st.id, st.created, st.model, out.text, false, Finish::none)))) return false;
-        st.sent += out.text.size();
-    }
-    if (out.finish == Finish::none) return true;
+    JobOutput out;
+    bool gone = false;
+    do {
+        out = job->wait_end(kPollSeconds);
+        if (!gone && res.client_gone()) job->cancel = gone = true;  // the engine ends it at its next turn
+    } while (out.finish == Finish::none);
+    const std::string note = gone ? " (client gone)" : "";
     if (out.finish == Finish::cancelled || out.finish == Finish::error) {
-        if (!event(dump(error_json(ended(out))))) return false;
-    } else {
-        if (!event(dump(chunk_json(r, st.id, st.created, st.model, "", false, out.finish)))) return false;
-        if (r.include_usage && !event(dump(usage_chunk_json(r, st.id, st.created, st.model, out)))) return false;
+        const ApiError err = ended(out);
+        reply_error(res, err);
+        return log_job(*log, id, err.status, false, out, note);
     }
-    if (!event("[DONE]")) return false;
-    sink.done();
-    st.logged = true;
-    log_job(st.id, 200, true, out, "");
-    return true;
+    reply(res, 200, completion_json(r, out, id, created, model));
+    log_job(*log, id, 200, false, out, note);
 }
 
-int HttpServer::start() {
-    Impl& m = *impl_;
-    int port = m.o.port;
-    if (port == 0)
-        port = m.svr.bind_to_any_port(m.o.host);
-    else if (!m.svr.bind_to_port(m.o.host, port))
-        port = -1;
-    if (port < 0)
-        throw Error("cannot listen on " + m.o.host + ":" + std::to_string(m.o.port) +
-                    " (in use, or not an address of this machine)");
-    m.thread = std::thread([&m] {
-        m.svr.listen_after_bind();
-        m.listen_ended = true;
-    });
-    // stop() does nothing to a server not yet running: wait for it, so that stop() always ends the thread
-    while (!m.svr.is_running() && !m.listen_ended) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return port;
+// Server-Sent Events: "data: {chunk}\n\n" per piece of text, the finish (or an error event), the usage chunk when
+// asked, "data: [DONE]\n\n". A client gone cancels the job.
+void HttpServer::Impl::stream(const ApiRequest& r, const std::shared_ptr<Job>& job, const std::string& id,
+                              int64_t created, HttpResponse& res) {
+    auto event = [&](const std::string& data) { return res.write("data: " + data + "\n\n"); };
+    res.header("Cache-Control", "no-cache");
+    res.header("X-Accel-Buffering", "no");  // a proxy (nginx) passes each event on as it comes
+    res.start(200, "text/event-stream");
+    bool ok = !r.chat || event(dump(chunk_json(r, id, created, model, "", true, Finish::none)));
+    size_t sent = 0;
+    JobOutput out;
+    while (ok) {
+        out = job->wait(sent, kPollSeconds);  // out.text: the bytes after the `sent` ones
+        if (res.client_gone()) {
+            ok = false;
+            break;
+        }
+        if (!out.text.empty()) {
+            ok = event(dump(chunk_json(r, id, created, model, out.text, false, Finish::none)));
+            sent += out.text.size();
+        }
+        if (out.finish != Finish::none) break;
+    }
+    if (!ok) {  // the client went away: the job ends with the response
+        job->cancel = true;
+        do out = job->wait_end(kPollSeconds);
+        while (out.finish == Finish::none);
+        return log_job(*log, id, 200, true, out, " (client gone)");
+    }
+    if (out.finish == Finish::cancelled || out.finish == Finish::error) {
+        ok = event(dump(error_json(ended(out))));
+    } else {
+        ok = event(dump(chunk_json(r, id, created, model, "", false, out.finish)));
+        if (ok && r.include_usage) ok = event(dump(usage_chunk_json(r, id, created, model, out)));
+    }
+    if (ok) ok = event("[DONE]");
+    res.end();
+    log_job(*log, id, 200, true, out, ok ? "" : " (client gone)");
 }
 
-int HttpServer::in_flight() const { return impl_->in_flight.load(); }
+int HttpServer::start() { return impl_->http->start(); }
+
+int HttpServer::in_flight() const { return impl_->http->busy(); }
 
 void HttpServer::set_ready(Engine* engine, const ApiModel& model) {
     impl_->model = model;
     impl_->engine.store(engine);
 }
 
-void HttpServer::set_draining() { impl_->draining = true; }
+void HttpServer::set_draining() {
+    impl_->draining = true;
+    impl_->http->drain();
+}
 
 void HttpServer::stop() {
-    if (!impl_->thread.joinable()) return;
-    impl_->svr.stop();
-    impl_->thread.join();
+    impl_->http->stop();
+    impl_->log.reset();  // its last lines written
 }
 
 }  // namespace plainllama

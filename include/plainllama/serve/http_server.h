@@ -1,6 +1,7 @@
-// The HTTP side of `plainllama serve` (cpp-httplib): routes, the API key, body limits, Server-Sent Events, one log
-// line per request on stderr. It listens before the model is loaded (GET /health answers 503 "loading" until
-// set_ready), then hands each completion to the Engine as a Job and streams or returns its output.
+// The routes of `plainllama serve` over the HTTP layer (http_listener.h): the API key, the OpenAI error shape,
+// Server-Sent Events, one log line per request on stderr. It listens before the model is loaded (GET /health
+// answers 503 "loading" until set_ready), then hands each completion to the Engine as a Job and streams or returns
+// its output. Every 503 carries Retry-After.
 //   GET  /health                 {"status": "ok"}; 503 while loading or shutting down
 //   GET  /v1/models              the one model
 //   POST /v1/chat/completions    messages rendered with the model's chat template
@@ -17,29 +18,32 @@ namespace plainllama {
 
 struct HttpOptions {
     std::string host = "127.0.0.1";
-    int port = 8080;           // 0: any free port
-    std::string api_key;       // empty: none asked
-    size_t max_body = 8 << 20; // bytes; a larger request body gets 413
-    int threads = 16;          // connections served at once (a streaming reply holds one)
+    int port = 8080;            // 0: any free port
+    std::string api_key;        // empty: none asked
+    size_t max_body = 8 << 20;  // bytes; a larger request body gets 413
+    int max_connections = 512;  // open at once; one more gets 503
+    int max_completions = 16;   // completions answered at once (queued or generating); one more gets 503
+    double timeout = 30;        // seconds for a request to arrive whole; idle and stalled connections close after it
 };
 
 class HttpServer {
-public:
+   public:
     explicit HttpServer(const HttpOptions& o);
     ~HttpServer();
     // Binds the socket and starts serving (503 until set_ready); returns the port. Error when the address cannot
-    // be bound.
+    // be bound (in use, or not this machine's).
     int start();
     // From now on completions go to `engine` (which outlives the server or stop()).
     void set_ready(Engine* engine, const ApiModel& model);
-    // /health answers 503 "shutting down", new completions 503; those running go on.
+    // /health answers 503 "shutting down", new completions 503; those running go on. Connections close after
+    // their response.
     void set_draining();
-    // Completions accepted whose response is not yet fully written.
+    // Requests received whose response is not yet sent whole.
     int in_flight() const;
-    // Closes the listening socket and waits for the connections in progress to end.
+    // Closes the listening socket and every connection at once, and waits for the handlers to return.
     void stop();
 
-private:
+   private:
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };
