@@ -28,8 +28,8 @@ import unittest
 
 import unittest_summary
 from server_util import (BINARY, HAS_SERVE, KEY, LOADGEN, LONG_PROMPT, MODEL, MODEL_ID, NODE_DIR, PROMPTS, SOURCE_DIR,
-                         Reply, Server, ServerTest, abort, chat_body, completion_body, counts, describe, sse_payloads,
-                         start_stream)
+                         Reply, Server, ServerTest, abort, chat_body, completion_body, counts, describe, raw_socket,
+                         read_response, sse_payloads, start_stream)
 
 
 @unittest.skipUnless(HAS_SERVE, f"{BINARY} has no serve subcommand")
@@ -208,6 +208,19 @@ class AuthAndLimits(ServerTest):
         self.assertOk(self.server.request("GET", "/v1/models", key=KEY))
         self.assertOk(self.server.post("/v1/chat/completions", chat_body("Once upon a time", 4), key=KEY))
 
+    def test_api_key_scheme_and_bytes(self):
+        # a NUL, or one byte more or less, is no match; the scheme in any case
+        s = raw_socket(self.server.port)
+        try:
+            s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\x00XYZ\r\n\r\n" % KEY.encode())
+            r = read_response(s.makefile("rb"))
+        finally:
+            s.close()
+        self.assertEqual(r.status, 400, repr(r))
+        for value in (f"Bearer {KEY}x", f"Bearer {KEY[:-1]}", f"Basic {KEY}"):
+            self.assertError(self.server.request("GET", "/v1/models", headers={"Authorization": value}), 401)
+        self.assertOk(self.server.request("GET", "/v1/models", headers={"Authorization": f"bearer {KEY}"}))
+
     def test_body_over_max_body(self):
         # ~200 kB of valid JSON; the body is written from another thread while the reply is read, so a server that
         # answers before reading the whole body is seen answering (not as a client stuck in a write)
@@ -255,6 +268,41 @@ class AuthAndLimits(ServerTest):
         if r.returncode != 0:
             self.fail_with_log(f"node tests/openai/client_test.mjs: exit status {r.returncode}\nstdout:\n{r.stdout}\n"
                                f"stderr:\n{r.stderr}")
+
+
+@unittest.skipUnless(HAS_SERVE, f"{BINARY} has no serve subcommand")
+class ApiKeys(unittest.TestCase):
+    """Where the key comes from: --api-key, else PLAINLLAMA_API_KEY; an empty one is refused, blanks around it are
+    left out with a warning."""
+
+    def check_key(self, server, key):
+        try:
+            self.assertEqual(server.request("GET", "/v1/models").status, 401, server.log)
+            self.assertEqual(server.request("GET", "/v1/models", key=key).status, 200, server.log)
+        finally:
+            server.kill()
+
+    def test_key_from_the_environment(self):
+        self.check_key(Server(env={"PLAINLLAMA_API_KEY": KEY}), KEY)
+        self.check_key(Server("--api-key", "sk-flag", env={"PLAINLLAMA_API_KEY": KEY}), "sk-flag")
+
+    def test_key_with_a_line_break_is_trimmed(self):
+        server = Server(env={"PLAINLLAMA_API_KEY": KEY + "\n"})
+        self.assertIn("PLAINLLAMA_API_KEY has blanks or line breaks around the key", server.log)
+        self.check_key(server, KEY)
+
+    def test_empty_or_blank_keys_are_refused(self):
+        for args, env, says in ((("--api-key", ""), {}, "--api-key is empty"),
+                                ((), {"PLAINLLAMA_API_KEY": ""}, "PLAINLLAMA_API_KEY is empty"),
+                                ((), {"PLAINLLAMA_API_KEY": " \n"}, "PLAINLLAMA_API_KEY is blank"),
+                                (("--api-key", "sk one"), {}, "byte 3 of the key")):
+            server = Server(*args, env=env, wait=False)
+            try:
+                status = server.wait_exit(30)
+                self.assertEqual(status, 2, f"{args} {env}: exit status {status}\n{server.log}")
+                self.assertIn(says, server.log)
+            finally:
+                server.kill()
 
 
 @unittest.skipUnless(HAS_SERVE, f"{BINARY} has no serve subcommand")

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include "plainllama/serve/http_server.h"
 #include "plainllama/serve/openai.h"
 #include "plainllama/sys/clock.h"
+#include "plainllama/sys/error.h"
 
 namespace plainllama::cli {
 
@@ -28,6 +30,35 @@ namespace {
 
 constexpr double kDrainSeconds = 10;  // for the requests in flight to finish after a signal
 constexpr double kAbortSeconds = 1;   // for the error answers of those cut short to be sent
+
+// The API key: --api-key, else $PLAINLLAMA_API_KEY when it is set. An empty key (an unset shell variable) would
+// mean no authentication without a word: refused. Blanks and line breaks around it (a key file's newline) are
+// left out with a warning; a key with a blank, a control or a non-ASCII byte inside is refused (clients could not
+// send it as it is).
+std::string resolve_api_key(bool flag_given, const std::string& flag) {
+    std::string key = flag, from = "--api-key";
+    if (!flag_given) {
+        const char* env = std::getenv("PLAINLLAMA_API_KEY");
+        if (!env) return "";
+        key = env;
+        from = "PLAINLLAMA_API_KEY";
+    }
+    const char* blanks = " \t\r\n";
+    const size_t b = key.find_first_not_of(blanks), e = key.find_last_not_of(blanks);
+    const std::string stripped = b == std::string::npos ? "" : key.substr(b, e - b + 1);
+    if (stripped.empty())
+        throw UsageError(from + " is " + (key.empty() ? "empty" : "blank") + ": give a key, or leave " +
+                         (flag_given ? "the flag out" : "the variable unset") + " for a server without one");
+    for (size_t i = 0; i < stripped.size(); ++i)
+        if (uint8_t(stripped[i]) <= 0x20 || uint8_t(stripped[i]) >= 0x7f)
+            throw UsageError(from + ": byte " + std::to_string(b + i + 1) +
+                             " of the key is a blank, a control character or not ASCII; a key is printable ASCII "
+                             "without blanks");
+    if (stripped.size() != key.size())
+        std::fprintf(stderr, "plainllama serve: warning: %s has blanks or line breaks around the key; the key is "
+                             "what is between them\n", from.c_str());
+    return stripped;
+}
 
 // SIGINT and SIGTERM, taken by a thread of their own with sigwait (blocked in every other thread, which inherit
 // the mask): no async-signal-safety to worry about, and a signal never interrupts a socket call.
@@ -108,9 +139,9 @@ Run add_serve(CLI::App& app) {
     cmd->add_option("--queue", o->queue, "Requests that may wait for a slot; one more gets 503")
         ->transform(int_range(0, 4096))
         ->capture_default_str();
-    cmd->add_option("--api-key", o->http.api_key,
-                    "Require 'Authorization: Bearer KEY' on /v1/ (default: $PLAINLLAMA_API_KEY, else none)")
-        ->envname("PLAINLLAMA_API_KEY");
+    auto* api_key = cmd->add_option("--api-key", o->http.api_key,
+                    "Require 'Authorization: Bearer KEY' on /v1/ (default: $PLAINLLAMA_API_KEY, else none); an empty "
+                    "key is refused");
     cmd->add_option("--max-body", o->max_body, "Largest request body in bytes; larger gets 413")
         ->transform(int_range(1024, int64_t(1) << 30))
         ->capture_default_str();
@@ -128,11 +159,12 @@ Run add_serve(CLI::App& app) {
     add_sampling_options(cmd, o->s);
     cmd->footer("Sampling flags are the defaults for requests that do not set temperature, top_p, ...; without "
                 "--seed each request without a seed gets a random one.");
-    return [o] {
+    return [o, api_key] {
         // Before any thread starts: they all inherit the blocked signals. Never freed: its detached thread may take
         // a signal while the process exits.
         static Signals& signals = *new Signals;
         HttpOptions http = o->http;
+        http.api_key = resolve_api_key(api_key->count() > 0, o->http.api_key);
         http.max_body = size_t(o->max_body);
         http.max_completions = o->parallel + o->queue + 4;  // those in the slots and the queue, and a few refused
         HttpServer server(http);
