@@ -102,6 +102,24 @@ TEST(Engine, StopStringsLimitsAndCacheReuse) {
     EXPECT_EQ(b.slot, a.slot);
 }
 
+TEST(Engine, ZeroMaxTokensEvaluatesThePromptOnly) {
+    EngineFixture f;
+    Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
+    auto none = job(*f.tok, "Once upon a time", 0);
+    ASSERT_TRUE(e.submit(none));
+    const JobOutput a = wait_end(*none);
+    EXPECT_EQ(a.finish, Finish::length);
+    EXPECT_EQ(a.text, "");
+    EXPECT_EQ(a.completion_tokens, 0);
+    EXPECT_EQ(a.prompt_tokens, int64_t(f.tok->encode("Once upon a time", true).size()));
+    // the prompt is in the slot's cache: the same prompt again evaluates only its last token
+    auto again = job(*f.tok, "Once upon a time", 3);
+    ASSERT_TRUE(e.submit(again));
+    const JobOutput b = wait_end(*again);
+    EXPECT_EQ(b.completion_tokens, 3);
+    EXPECT_EQ(b.cached_tokens, b.prompt_tokens - 1);
+}
+
 TEST(Engine, CancelledJobEndsAndFreesItsSlot) {
     EngineFixture f;
     Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));

@@ -169,9 +169,38 @@ class Api(ServerTest):
         body = chat_body("x", 4)
         body["messages"][0]["content"] = [{"type": 1, "text": "x"}]
         self.assertError(self.server.post("/v1/chat/completions", body), 400, mentions="content")
-        for seed in (9223372036854775808.0, 1e300, 18446744073709551616, 1.5):
+        for seed in (9223372036854775808.0, 1e300, 18446744073709551616, -9223372036854775809, 1.5):
             self.assertError(self.server.post("/v1/chat/completions", chat_body("x", 4, seed=seed)), 400,
-                             mentions="seed")
+                             mentions="seed", param="seed")
+
+    def test_numbers_beyond_a_double(self):
+        # JSON numbers a double cannot hold: a 400 naming the field (not a 500)
+        for field, text in (("max_tokens", b"1e999"), ("temperature", b"-1e999"), ("seed", b"1" + b"0" * 400)):
+            body = b'{"messages": [{"role": "user", "content": "Once upon a time"}], "%s": %s}' % (field.encode(), text)
+            self.assertError(self.server.post("/v1/chat/completions", body), 400, mentions=field, param=field)
+        self.assertError(self.server.post("/v1/completions", b"1e999"), 400, mentions="out of range")
+
+    def test_max_tokens_zero_generates_nothing(self):
+        # no new token: the prompt only (what echo scoring will ask for)
+        for path, body, text in (
+                ("/v1/chat/completions", chat_body, lambda c: c["message"]["content"]),
+                ("/v1/completions", completion_body, lambda c: c["text"])):
+            r = self.assertOk(self.server.post(path, body("Once upon a time", 0)))
+            c = r["choices"][0]
+            self.assertEqual((text(c), c["finish_reason"], r["usage"]["completion_tokens"]), ("", "length", 0), r)
+            self.assertGreater(r["usage"]["prompt_tokens"], 0, r)
+        reply, chunks = self.stream_chat(chat_body("Once upon a time", 0, stream=True))
+        self.assertEqual("".join(c["choices"][0]["delta"].get("content") or "" for c in chunks), "", str(reply))
+        self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "length", str(reply))
+
+    def test_seed_takes_any_64_bit_integer(self):
+        # signed or not: a negative seed is its two's complement, so each pair names one seed
+        def sampled(seed):
+            return self.chat("Once upon a time", 24, temperature=1.5, top_k=0, top_p=1, min_p=0, seed=seed)[0]
+
+        for a, b in ((-1, 2**64 - 1), (-2**63, 2**63)):
+            self.assertEqual(sampled(a), sampled(b), f"seeds {a} and {b}")
+        self.assertNotEqual(sampled(2**63), sampled(2**63 + 1))
 
     def test_unsupported_values(self):
         self.assertError(self.server.post("/v1/chat/completions", chat_body("Once upon a time", 4, n=2)), 400)

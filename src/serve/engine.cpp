@@ -226,6 +226,7 @@ void Engine::prefill(Slot& s) {
             s.job->out.prompt_s = now - s.t_start;
         }
         s.t_generate = now;
+        if (s.job->params.max_tokens == 0) return finish(s, Finish::length);  // the prompt only
         const int32_t id = s.sampler->sample(logits, int32_t(model_.config().vocab_size), s.tokens);
         accept(s, id);
     } catch (const std::exception& e) {

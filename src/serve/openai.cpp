@@ -155,15 +155,44 @@ std::vector<int32_t> completion_prompt(const json& body, const ApiModel& m) {
     return m.tok->encode(text, m.tok->add_bos());
 }
 
+
+// A request's seed: any 64-bit integer, signed or not (-2^63 .. 2^64-1; a negative one is its two's complement, so
+// -1 and 2^64-1 are one seed). A number written as a float must be an integer that a double holds exactly (below
+// 2^53 in size): JSON parsers read an integer beyond 64 bits as a float, rounded.
+uint64_t seed_of(const json& v) {
+    if (v.is_number_unsigned()) return v.get<uint64_t>();
+    if (v.is_number_integer()) return uint64_t(v.get<int64_t>());
+    if (!v.is_number()) throw wrong_type("seed", "an integer", v);
+    const double x = v.get<double>();
+    if (x != std::floor(x) || std::fabs(x) >= 0x1p53)
+        throw bad_request("'seed' must be an integer from -2^63 to 2^64-1, not " + v.dump(), "seed");
+    return uint64_t(int64_t(x));
+}
+
+// The body as JSON. A number beyond a double's range (1e999) is refused naming the top-level field it is in.
+json parse_json(const std::string& text) {
+    std::string field;
+    try {
+        return json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
+            if (event == json::parse_event_t::key && depth == 1) field = parsed.get<std::string>();
+            return true;
+        });
+    } catch (const json::parse_error& e) {
+        throw bad_request(std::string("the body is not valid JSON: ") + e.what());
+    } catch (const json::exception& e) {  // out_of_range 406: "number overflow parsing '1e999'"
+        std::string what = e.what();
+        const size_t q = what.find('\'');
+        const std::string number = q == std::string::npos ? "" : what.substr(q + 1, what.rfind('\'') - q - 1);
+        const std::string msg = "the number " + number + " is out of range (a JSON number here must fit a double)";
+        if (field.empty()) throw bad_request("the body holds " + msg.substr(4));
+        throw bad_request("'" + field + "': " + msg, field);
+    }
+}
+
 }  // namespace
 
 ApiRequest parse_request(const std::string& body_text, bool chat, const ApiModel& m) {
-    json body;
-    try {
-        body = json::parse(body_text);
-    } catch (const json::parse_error& e) {
-        throw bad_request(std::string("the body is not valid JSON: ") + e.what());
-    }
+    const json body = parse_json(body_text);
     if (!body.is_object()) throw bad_request(std::string("the body must be a JSON object, not ") + type_name(body));
     ApiRequest r;
     r.chat = chat;
@@ -184,8 +213,9 @@ ApiRequest parse_request(const std::string& body_text, bool chat, const ApiModel
 
     JobParams& j = r.job;
     const int64_t limit = int64_t(1) << 30;
+    // 0: the prompt only (evaluated, nothing generated)
     j.max_tokens = integer(body, chat && field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-                           1, limit, -1);
+                           0, limit, -1);
     SamplerParams& s = j.sampling;
     s = m.defaults;
     s.temp = float(number(body, "temperature", 0, 2, s.temp));
@@ -194,8 +224,8 @@ ApiRequest parse_request(const std::string& body_text, bool chat, const ApiModel
     s.top_k = int32_t(integer(body, "top_k", 0, 1 << 30, s.top_k));
     s.min_p = float(number(body, "min_p", 0, 1, s.min_p));
     s.repeat_penalty = float(number(body, "repeat_penalty", 0.01, 100, s.repeat_penalty));
-    if (field(body, "seed"))
-        s.seed = uint64_t(integer(body, "seed", INT64_MIN, INT64_MAX, 0));
+    if (const json* seed = field(body, "seed"))
+        s.seed = seed_of(*seed);
     else if (m.random_seed)
         s.seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
     if (const json* stop = field(body, "stop")) {

@@ -25,7 +25,7 @@ namespace plainllama {
 
 struct JobParams {
     std::vector<int32_t> prompt;     // rendered, BOS included; 1 .. n_ctx - 1 tokens
-    int64_t max_tokens = -1;         // -1: until a stop or a full context
+    int64_t max_tokens = -1;         // -1: until a stop or a full context; 0: the prompt is evaluated, no token
     SamplerParams sampling;
     std::vector<std::string> stop;   // strings that end the text (not included in it)
 };
