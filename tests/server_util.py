@@ -1,12 +1,14 @@
 """What the server's tests share: `plainllama serve` started on a model (Server), requests and their replies,
-the request bodies, streams started and aborted, and raw sockets.
+the request bodies, streams started and aborted, a model slow enough to be caught generating, and raw sockets.
 
 Not a test itself (ctest runs tests/test_*.py); imported by the server's test scripts (tests/test_server*.py).
 """
 import http.client
 import json
+import math
 import os
 import re
+import shutil
 import socket
 import struct
 import subprocess
@@ -327,6 +329,55 @@ def abort(conn, resp):
     resp.raw_socket.close()
 
 
+
+
+def make_slow_model(folder):
+    """A LLaMA folder whose every token costs reading some 200 MB of weights (hidden 1024, FFN 2816, 4 layers, F32,
+    context 4096), so that a long reply takes seconds on any machine: tests catch it generating without relying on
+    timing. The layers' matrices are all zero (holes in a sparse file: written in an instant), the embeddings and
+    norms all one, and lm_head one only in the row of " the" (id 265 of stories260K's tokenizer, copied in): the
+    reply is " the" over and over, never an end of text, whatever the kernels and the sampling."""
+    hidden, ffn, layers, heads, vocab, token = 1024, 2816, 4, 8, 512, 265
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
+                   "intermediate_size": ffn, "num_hidden_layers": layers, "num_attention_heads": heads,
+                   "num_key_value_heads": heads, "vocab_size": vocab, "max_position_embeddings": 4096,
+                   "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": False,
+                   "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}, f)
+    shutil.copy(os.path.join(MODEL, "tokenizer.model"), folder)
+    specs = [("model.embed_tokens.weight", [vocab, hidden], "ones"), ("model.norm.weight", [hidden], "ones"),
+             ("lm_head.weight", [vocab, hidden], "row")]
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        specs += [(p + "input_layernorm.weight", [hidden], "ones"),
+                  (p + "post_attention_layernorm.weight", [hidden], "ones")]
+        specs += [(p + n, shape, "zero") for n, shape in (
+            ("self_attn.q_proj.weight", [hidden, hidden]), ("self_attn.k_proj.weight", [hidden, hidden]),
+            ("self_attn.v_proj.weight", [hidden, hidden]), ("self_attn.o_proj.weight", [hidden, hidden]),
+            ("mlp.gate_proj.weight", [ffn, hidden]), ("mlp.up_proj.weight", [ffn, hidden]),
+            ("mlp.down_proj.weight", [hidden, ffn]))]
+    header, pos = {}, 0
+    for name, shape, _ in specs:
+        n = 4 * math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [pos, pos + n]}
+        pos += n
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    one = struct.pack("<f", 1.0)
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        base = f.tell()
+        for name, shape, kind in specs:
+            begin = base + header[name]["data_offsets"][0]
+            if kind == "ones":
+                f.seek(begin)
+                f.write(one * math.prod(shape))
+            elif kind == "row":
+                f.seek(begin + 4 * token * shape[1])
+                f.write(one * shape[1])
+        f.truncate(base + pos)
+    return folder
 
 
 def raw_socket(port, timeout=10.0, rcvbuf=None):

@@ -1,15 +1,18 @@
 #!/usr/bin/python3
-"""`plainllama serve`: the OpenAI-compatible HTTP server, tested over 127.0.0.1 with the standard library only.
+"""`plainllama serve`: the OpenAI-compatible API, tested over 127.0.0.1 with the standard library only.
 
 Each test class starts its own server on stories260K (`--port 0`: the port is read from the "listening on
 http://127.0.0.1:PORT" line the server prints on stderr once it is ready) and kills it when done. Checked:
 /health and /v1/models; chat and text completions, plain and streamed (the SSE framing byte for byte: every
 event is "data: ...\\n\\n", the first delta carries the role, the usage chunk when asked, "data: [DONE]\\n\\n" at
-the end); `stop`; the OpenAI error shape and status of malformed or unsupported requests (400), a missing or
-wrong key (401), a body over --max-body (413), an unknown path (404), a full wait queue (503); greedy outputs
-that do not change when 8 requests share 4 slots; a client that hangs up mid-stream freeing its slot; SIGTERM
-and SIGINT ending the server with status 0; the real `openai` npm client (tests/openai/client_test.mjs, skipped
-without node or without tests/openai/node_modules, which scripts/setup.sh installs); scripts/loadgen.py.
+the end); `stop` (16 strings at most); max_tokens 0 (nothing generated); per-request top_k, min_p and
+repeat_penalty; seeds over the whole 64-bit range; the OpenAI error shape (message, type, param naming the field,
+code) and status of malformed or unsupported requests (400; numbers beyond a double too), a missing or wrong key
+(401; the key from --api-key or PLAINLLAMA_API_KEY, an empty one refused at start), a body over --max-body (413),
+an unknown path (404); greedy outputs that do not change when 8 requests share 4 slots; the real `openai` npm
+client (tests/openai/client_test.mjs, skipped without node or without tests/openai/node_modules, which
+scripts/setup.sh installs); scripts/loadgen.py. Loading, draining, signals and hang-ups: test_server_lifecycle.py;
+slow and hostile clients: test_server_hostile.py.
 
 Run by ctest with PLAINLLAMA_BINARY, PLAINLLAMA_SHARED_DIR and PLAINLLAMA_SOURCE_DIR. Last line: "N passed, N failed".
 """
@@ -17,19 +20,16 @@ import http.client
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import unittest
 
 import unittest_summary
 from server_util import (BINARY, HAS_SERVE, KEY, LOADGEN, LONG_PROMPT, MODEL, MODEL_ID, NODE_DIR, PROMPTS, SOURCE_DIR,
-                         Reply, Server, ServerTest, abort, chat_body, completion_body, counts, describe, raw_socket,
-                         read_response, sse_payloads, start_stream)
+                         Reply, Server, ServerTest, chat_body, completion_body, counts, describe, raw_socket,
+                         read_response)
 
 
 @unittest.skipUnless(HAS_SERVE, f"{BINARY} has no serve subcommand")
@@ -159,9 +159,9 @@ class Api(ServerTest):
                              ("stream_options", "on"), ("n", "two")):
             body = chat_body("Once upon a time", 4)
             body[field] = value
-            self.assertError(self.server.post("/v1/chat/completions", body), 400, mentions=field)
+            self.assertError(self.server.post("/v1/chat/completions", body), 400, mentions=field, param=field)
         self.assertError(self.server.post("/v1/completions", completion_body("x", "ten")), 400,
-                         mentions="max_tokens")
+                         mentions="max_tokens", param="max_tokens")
         self.assertError(self.server.post("/v1/completions", completion_body(5, 4)), 400, mentions="prompt")
         self.assertError(self.server.post("/v1/chat/completions", {"model": MODEL_ID, "max_tokens": 4}), 400,
                          mentions="messages")
@@ -202,7 +202,15 @@ class Api(ServerTest):
             self.assertEqual(sampled(a), sampled(b), f"seeds {a} and {b}")
         self.assertNotEqual(sampled(2**63), sampled(2**63 + 1))
 
+    # Fields the server refuses with a 400 naming them (remove one from here when the server learns it).
+    UNSUPPORTED = {"logprobs": True, "tools": [{"type": "function", "function": {"name": "f"}}]}
+
     def test_unsupported_values(self):
+        for field, value in self.UNSUPPORTED.items():
+            for path, body in (("/v1/chat/completions", chat_body), ("/v1/completions", completion_body)):
+                err = self.assertError(self.server.post(path, body("Once upon a time", 4, **{field: value})), 400,
+                                       mentions=field, param=field)
+                self.assertRegex(err["message"].lower(), "unsupported|not supported", err)
         self.assertError(self.server.post("/v1/chat/completions", chat_body("Once upon a time", 4, n=2)), 400)
         self.assertError(self.server.post("/v1/completions", completion_body("Once upon a time", 4, n=3)), 400)
         for field in ("frequency_penalty", "presence_penalty"):
@@ -210,6 +218,25 @@ class Api(ServerTest):
             body[field] = 0.5
             err = self.assertError(self.server.post("/v1/chat/completions", body), 400, mentions=field)
             self.assertRegex(err["message"].lower(), "unsupported|not supported", err)
+
+    def test_sampling_fields_per_request(self):
+        # top_k, min_p, repeat_penalty, llama.cpp's fields, each changes the reply (the server's defaults: --top-k 40,
+        # --min-p 0.05, --repeat-penalty 1)
+        greedy, _ = self.chat("Once upon a time", 48)
+        hot = dict(temperature=1.5, seed=7, top_p=1)
+        free, _ = self.chat("Once upon a time", 48, **hot, top_k=0, min_p=0)
+        self.assertNotEqual(free, greedy, "sampling at temperature 1.5 gave the greedy reply: the test shows nothing")
+        self.assertEqual(self.chat("Once upon a time", 48, **hot, top_k=1, min_p=0)[0], greedy, "top_k 1")
+        self.assertEqual(self.chat("Once upon a time", 48, **hot, top_k=0, min_p=1)[0], greedy, "min_p 1")
+        penalized, _ = self.chat("Once upon a time", 48, repeat_penalty=1.5)
+        self.assertNotEqual(penalized, greedy, "repeat_penalty 1.5 changed nothing")
+        self.assertEqual(self.chat("Once upon a time", 48, repeat_penalty=1)[0], greedy)
+
+    def test_sixteen_stop_strings_at_most(self):
+        stops = [f"never{i}" for i in range(17)]
+        self.assertOk(self.server.post("/v1/chat/completions", chat_body("Once upon a time", 4, stop=stops[:16])))
+        self.assertError(self.server.post("/v1/chat/completions", chat_body("Once upon a time", 4, stop=stops)), 400,
+                         mentions="16", param="stop")
 
     def test_prompt_longer_than_the_context(self):
         self.assertError(self.server.post("/v1/chat/completions", chat_body(LONG_PROMPT, 4)), 400)
@@ -388,122 +415,6 @@ class Isolation(ServerTest):
                             "-n", "2", "--max-tokens", "4"], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, f"{r.stdout}\n{r.stderr}")
         self.assertIn("tok/s", r.stdout)
-
-
-@unittest.skipUnless(HAS_SERVE, f"{BINARY} has no serve subcommand")
-class Disconnect(ServerTest):
-    """One slot: a client hanging up mid-stream frees it for the next request."""
-    server_args = ("--parallel", "1")
-
-    def test_hang_up_mid_stream_frees_the_slot(self):
-        for _ in range(3):
-            conn, resp, _ = start_stream(self.server, chat_body("Once upon a time", 480, stream=True))
-            abort(conn, resp)
-            t0 = time.monotonic()
-            reply = self.server.post("/v1/chat/completions", chat_body("The dog", 8), timeout=10)
-            self.assertOk(reply)
-            self.assertLess(time.monotonic() - t0, 10)
-        self.assertIsNone(self.server.proc.poll(), self.server.log)
-
-
-@unittest.skipUnless(HAS_SERVE, f"{BINARY} has no serve subcommand")
-class QueueFull(ServerTest):
-    """One slot and a wait queue of one: a third concurrent request is refused with 503."""
-    server_args = ("--parallel", "1", "--queue", "1")
-
-    def test_503_when_the_queue_is_full(self):
-        # A runs in the slot (a token has arrived; it is not read further, through a small receive buffer,
-        # until B or C is answered), B and C are sent while A's 480 tokens are generated: one of them waits in the
-        # queue, the other is refused. If the server does not stall on A's unread stream, the window is A's
-        # generation (some 0.1 s at least); a retry covers a scheduler that stalls the test that long.
-        seen = []
-        for attempt in range(3):
-            a, resp_a, _ = start_stream(self.server, chat_body("Once upon a time", 480, stream=True), rcvbuf=4096)
-            replies, answered = [], threading.Event()
-
-            def client(prompt):
-                try:
-                    replies.append(self.server.post("/v1/chat/completions", chat_body(prompt, 480, stream=True)))
-                except Exception as e:  # shown by the main thread
-                    replies.append(e)
-                answered.set()
-
-            threads = [threading.Thread(target=client, args=(p,)) for p in ("The dog", "Lily and Ben")]
-            for t in threads:
-                t.start()
-            answered.wait(10)
-            first = list(replies)
-            rest_a = resp_a.read()  # now A may go on
-            a.close()
-            for t in threads:
-                t.join(30)
-            self.assertTrue(rest_a.endswith(b"data: [DONE]\n\n"), rest_a[-300:])
-            for r in replies:
-                if not isinstance(r, Reply):
-                    self.fail_with_log(f"B or C: {r!r}")
-            seen.append([r.status for r in replies])
-            refused = [r for r in replies if r.status == 503]
-            if refused:
-                self.assertEqual(len(refused), 1, "".join(map(str, replies)))
-                self.assertIs(first[0], refused[0], "the 503 came after the other request was served")
-                self.assertError(refused[0], 503)
-                served = [r for r in replies if r.status != 503][0]
-                self.assertEqual(served.status, 200, str(served))
-                self.assertEqual(sse_payloads(served)[-1], "[DONE]", str(served))
-                break
-            for r in replies:
-                self.assertEqual(r.status, 200, str(r))
-        else:
-            self.fail_with_log(f"no 503 in 3 attempts (statuses of B and C in the order answered: {seen})")
-        self.assertOk(self.server.post("/v1/chat/completions", chat_body("The dog", 8)))  # the queue drained
-
-
-@unittest.skipUnless(HAS_SERVE, f"{BINARY} has no serve subcommand")
-class Signals(unittest.TestCase):
-    """SIGTERM during a stream, SIGINT when idle: exit status 0, the stream ended cleanly."""
-
-    def setUp(self):
-        self.server = Server("--parallel", "1")
-
-    def tearDown(self):
-        self.server.kill()
-
-    def test_sigterm_during_a_stream(self):
-        conn, resp, first = start_stream(self.server, chat_body("Once upon a time", 480, stream=True))
-        try:
-            self.assertEqual(self.server.proc.poll(), None)
-            self.server.proc.send_signal(signal.SIGTERM)
-            try:
-                rest = resp.read()
-            except (http.client.IncompleteRead, ConnectionError) as e:
-                self.fail(f"after SIGTERM the stream did not end cleanly: {e!r}\n{self.server.log}")
-        finally:
-            conn.close()
-        try:
-            status = self.server.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.fail(f"the server did not exit within 10 s of SIGTERM\n{self.server.log}")
-        self.assertEqual(status, 0, self.server.log)
-        events = first + rest
-        self.assertTrue(events.endswith(b"\n\n"), f"the stream stopped inside an event: {events[-300:]!r}")
-        for e in events[:-2].split(b"\n\n"):
-            self.assertTrue(e.startswith(b"data: "), e)
-            if e != b"data: [DONE]":
-                json.loads(e[6:])
-
-    def test_sigint_when_idle(self):
-        self.assertEqual(self.server.stop(signal.SIGINT), 0, self.server.log)
-
-
-@unittest.skipUnless(HAS_SERVE, f"{BINARY} has no serve subcommand")
-class LoadFailure(unittest.TestCase):
-    def test_a_model_that_does_not_load_ends_the_server(self):
-        # the socket is already listening when the load fails: the server must still exit, with the reason
-        with tempfile.TemporaryDirectory() as tmp:
-            r = subprocess.run([BINARY, "serve", "-m", tmp, "--port", "0", "-t", "1"], capture_output=True,
-                               text=True, timeout=30)
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn("config.json", r.stderr)
 
 
 if __name__ == "__main__":
