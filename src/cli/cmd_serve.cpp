@@ -5,6 +5,7 @@
 // once (128 + the signal).
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -167,6 +168,14 @@ Run add_serve(CLI::App& app) {
         http.api_key = resolve_api_key(api_key->count() > 0, o->http.api_key);
         http.max_body = size_t(o->max_body);
         http.max_completions = o->parallel + o->queue + 4;  // those in the slots and the queue, and a few refused
+        // A descriptor per connection, and some for the model's files and the rest: the soft limit is raised
+        // toward the hard one when it holds fewer.
+        rlimit files{};
+        const rlim_t want = rlim_t(http.max_connections) + 64;
+        if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY && files.rlim_cur < want) {
+            files.rlim_cur = files.rlim_max == RLIM_INFINITY ? want : std::min(files.rlim_max, want);
+            ::setrlimit(RLIMIT_NOFILE, &files);
+        }
         HttpServer server(http);
         const int port = server.start();
         const bool quiet = o->m.quiet;
