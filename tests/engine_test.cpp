@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <string>
 #include <vector>
@@ -102,14 +105,66 @@ TEST(Engine, StopStringsLimitsAndCacheReuse) {
     EXPECT_EQ(b.slot, a.slot);
 }
 
+// Holds the engine's thread after its turns (EngineParams::after_turn) until opened: a job that has started stays
+// running, whatever the machine's speed. held(n) waits until the engine has finished n turns and is held there.
+class Gate {
+public:
+    // The hook for EngineParams::after_turn (the gate must outlive the engine's thread: see Opener).
+    std::function<void()> hook() {
+        return [this] {
+            std::unique_lock<std::mutex> lock(m_);
+            ++turns_;
+            cv_.notify_all();
+            cv_.wait(lock, [&] { return open_; });
+        };
+    }
+    void held(int n) {
+        std::unique_lock<std::mutex> lock(m_);
+        cv_.wait(lock, [&] { return turns_ >= n; });
+    }
+    void open() {
+        std::lock_guard<std::mutex> lock(m_);
+        open_ = true;
+        cv_.notify_all();
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    int turns_ = 0;
+    bool open_ = false;
+};
+// Opens a gate when it goes out of scope (declared after the engine: before the engine joins its thread, also when
+// an assertion returns early).
+struct Opener {
+    Gate& gate;
+    ~Opener() { gate.open(); }
+};
+
+// A job held after its first turn: running, not finished.
+void expect_running(Job& j) {
+    std::lock_guard<std::mutex> lock(j.mutex);
+    EXPECT_EQ(j.out.finish, Finish::none) << "the job ended before the engine was held: " << j.out.error;
+    EXPECT_GE(j.out.slot, 0);
+}
+
 TEST(Engine, CancelledJobEndsAndFreesItsSlot) {
     EngineFixture f;
-    Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
+    Gate gate;
+    EngineParams p = params(1);
+    p.after_turn = gate.hook();
+    Engine e(f.model, *f.tok, {f.tok->eos_id()}, p);
+    Opener opener{gate};
     auto long_job = job(*f.tok, "Once upon a time", -1);  // until the context is full
     ASSERT_TRUE(e.submit(long_job));
-    long_job->wait(0, 10.0);  // the first text
+    gate.held(1);  // its first turn: admitted, the prompt evaluated (the first token), one batched step (the second)
+    expect_running(*long_job);
+    EXPECT_EQ(e.busy(), 1);
     long_job->cancel = true;
-    EXPECT_EQ(wait_end(*long_job).finish, Finish::cancelled);
+    gate.open();
+    const JobOutput o = wait_end(*long_job);
+    EXPECT_EQ(o.finish, Finish::cancelled);
+    EXPECT_EQ(o.completion_tokens, 2);  // the cancel came before its third token
     auto next = job(*f.tok, "The dog", 8);
     ASSERT_TRUE(e.submit(next));
     EXPECT_EQ(wait_end(*next).finish, Finish::length);
@@ -117,27 +172,38 @@ TEST(Engine, CancelledJobEndsAndFreesItsSlot) {
 
 TEST(Engine, FullQueueAndClosedEngineRefuse) {
     EngineFixture f;
+    Gate gate;
     EngineParams p = params(1);
     p.queue = 1;
+    p.after_turn = gate.hook();
     Engine e(f.model, *f.tok, {f.tok->eos_id()}, p);
+    Opener opener{gate};
     auto a = job(*f.tok, "Once upon a time", -1), b = job(*f.tok, "The dog", 4), c = job(*f.tok, "The cat", 4);
     ASSERT_TRUE(e.submit(a));
-    a->wait(0, 10.0);  // a runs: the queue is empty again
+    gate.held(1);  // a runs: the queue is empty again
+    expect_running(*a);
     EXPECT_TRUE(e.submit(b));
     EXPECT_FALSE(e.submit(c));  // the queue holds one (and no slot is free)
     a->cancel = true;
+    gate.open();
+    EXPECT_EQ(wait_end(*a).finish, Finish::cancelled);
     EXPECT_EQ(wait_end(*b).finish, Finish::length);
     e.close();
     EXPECT_FALSE(e.submit(c));
 
     // --queue 0: no waiting, but a free slot takes a job
+    Gate gate0;
     p.queue = 0;
+    p.after_turn = gate0.hook();
     Engine e0(f.model, *f.tok, {f.tok->eos_id()}, p);
+    Opener opener0{gate0};
     auto d = job(*f.tok, "The dog", -1), g = job(*f.tok, "The cat", 4);
     ASSERT_TRUE(e0.submit(d));
-    d->wait(0, 10.0);
+    gate0.held(1);
+    expect_running(*d);
     EXPECT_FALSE(e0.submit(g));
     d->cancel = true;
+    gate0.open();
     EXPECT_EQ(wait_end(*d).finish, Finish::cancelled);
     while (e0.busy() > 0) std::this_thread::yield();
     EXPECT_TRUE(e0.submit(g));
@@ -146,16 +212,23 @@ TEST(Engine, FullQueueAndClosedEngineRefuse) {
 
 TEST(Engine, AbortEndsRunningAndQueuedJobs) {
     EngineFixture f;
-    Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
+    Gate gate;
+    EngineParams p = params(1);
+    p.after_turn = gate.hook();
+    Engine e(f.model, *f.tok, {f.tok->eos_id()}, p);
+    Opener opener{gate};
     auto running = job(*f.tok, "Once upon a time", -1), queued = job(*f.tok, "The dog", 8);
     ASSERT_TRUE(e.submit(running));
-    running->wait(0, 10.0);
+    gate.held(1);
+    expect_running(*running);
     ASSERT_TRUE(e.submit(queued));
     e.abort_all("the server is shutting down");
+    gate.open();
     for (auto* j : {running.get(), queued.get()}) {
         const JobOutput o = wait_end(*j);
         EXPECT_EQ(o.finish, Finish::cancelled);
         EXPECT_EQ(o.error, "the server is shutting down");
+        EXPECT_EQ(o.completion_tokens, j == running.get() ? 2 : 0);  // the running one was held after its first turn
     }
     EXPECT_FALSE(e.submit(job(*f.tok, "The cat", 4)));
 }

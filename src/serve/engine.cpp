@@ -156,6 +156,7 @@ void Engine::run() {
                 break;
             }
         step();
+        if (params_.after_turn) params_.after_turn();
     }
 }
 
