@@ -40,6 +40,16 @@ size_t quant_block_bytes(QuantType t) {
     return 0;
 }
 
+QuantScales quant_scales(QuantType t) {
+    switch (t) {
+        case QuantType::none: return {};
+        case QuantType::q8_0: return {{{0, "d"}}, 1};
+        case QuantType::q4_k: return {{{0, "d"}, {2, "dmin"}}, 2};
+        case QuantType::q6_k: return {{{208, "d"}}, 1};
+    }
+    return {};
+}
+
 size_t quant_row_bytes(QuantType t, int64_t K) { return size_t(K / quant_block(t)) * quant_block_bytes(t); }
 
 bool tiled(QuantType t, int64_t N) { return t != QuantType::none && N % 16 == 0; }
