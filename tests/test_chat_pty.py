@@ -37,8 +37,9 @@ LEFT, UP = b"\x1b[D", b"\x1b[A"  # the keys as an ANSI terminal sends them
 class Chat:
     """The chat subcommand on a pty; everything it writes (stdout and stderr) accumulates in self.out."""
 
-    def __init__(self, *extra, threads="1", home=None):
-        """home: the HOME the chat sees (its history file is under it); None: a new empty folder."""
+    def __init__(self, *extra, threads="1", home=None, state=None):
+        """home: the HOME the chat sees (its history file is under it); None: a new empty folder. state: the
+        XDG_STATE_HOME it sees (None: unset)."""
         args = [BINARY, "chat", "-m", MODEL, "--temp", "0", *(["-t", threads] if threads else []), *extra]
         if home is None:
             self._home = tempfile.TemporaryDirectory()
@@ -47,7 +48,10 @@ class Chat:
         if pid == 0:
             os.environ["OMP_WAIT_POLICY"] = "passive"
             os.environ["HOME"] = home
-            os.environ.pop("XDG_STATE_HOME", None)
+            if state is None:
+                os.environ.pop("XDG_STATE_HOME", None)
+            else:
+                os.environ["XDG_STATE_HOME"] = state
             os.execv(BINARY, args)
         self.pid, self.fd, self.out, self.status = pid, fd, b"", None
 
@@ -281,6 +285,84 @@ class ChatPty(unittest.TestCase):
             c.send(CTRL_D)
             self.assertEqual(c.wait(), 0, c.out.decode(errors="replace"))
             self.assertIn(b"history not saved (--no-history turns it off)", c.out)
+
+    def one_turn(self, **kw):
+        """A chat that sends one line and exits: its output."""
+        c = Chat("-n", "4", **kw)
+        pos = c.prompt()
+        c.send(b"Once upon a time\n")
+        c.prompt(pos)
+        c.send(CTRL_D)
+        self.assertEqual(c.wait(), 0, c.out.decode(errors="replace"))
+        return c.out.decode(errors="replace")
+
+    def test_history_symlink_is_never_followed(self):
+        with tempfile.TemporaryDirectory() as home:
+            folder = os.path.join(home, ".local", "state", "plainllama")
+            os.makedirs(folder)
+            hist = os.path.join(folder, "history")
+            victim = os.path.join(home, "victim.txt")
+            with open(victim, "w") as f:
+                f.write("precious\n")
+            os.symlink(victim, hist)
+            out = self.one_turn(home=home)
+            self.assertEqual(open(victim).read(), "precious\n")
+            self.assertTrue(os.path.islink(hist))
+            self.assertEqual(out.count("history: a symbolic link; left as it is"), 1, out)  # warned once
+            # a link to nothing: its target is not created either
+            os.remove(hist)
+            os.symlink(os.path.join(home, "made.txt"), hist)
+            out = self.one_turn(home=home)
+            self.assertFalse(os.path.exists(os.path.join(home, "made.txt")))
+            self.assertTrue(os.path.islink(hist))
+            self.assertEqual(out.count("a symbolic link"), 1, out)
+
+    def test_history_file_that_is_not_ours_is_left_alone(self):
+        with tempfile.TemporaryDirectory() as home:
+            folder = os.path.join(home, ".local", "state", "plainllama")
+            os.makedirs(folder)
+            hist = os.path.join(folder, "history")
+            with open(hist, "w") as f:
+                f.write("my own notes\n")
+            out = self.one_turn(home=home)
+            self.assertEqual(open(hist).read(), "my own notes\n")
+            self.assertEqual(out.count("not a libedit history file; left as it is"), 1, out)
+            self.assertEqual(sorted(os.listdir(folder)), ["history"])  # nothing beside it either
+
+    def test_no_home_folder_is_created(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            home = os.path.join(tmp, "nonexistent", "x")
+            out = self.one_turn(home=home)
+            self.assertEqual(os.listdir(tmp), [], "created under a HOME that does not exist")
+            self.assertIn("x: no such folder; history not saved", out)
+            # nor a state folder that is not there
+            state = os.path.join(tmp, "state")
+            out = self.one_turn(home=tmp, state=state)
+            self.assertEqual(os.listdir(tmp), [], out)
+
+    def test_xdg_state_home(self):
+        with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as state:
+            self.one_turn(home=home, state=state)
+            hist = os.path.join(state, "plainllama", "history")
+            self.assertEqual(os.stat(hist).st_mode & 0o777, 0o600)
+            self.assertEqual(os.stat(os.path.dirname(hist)).st_mode & 0o777, 0o700)
+            with open(hist, "rb") as f:
+                self.assertEqual(f.readline(), b"_HiStOrY_V2_\n")
+            self.assertEqual(os.listdir(home), [])  # not under HOME
+
+    def test_history_keeps_the_last_1000_lines(self):
+        with tempfile.TemporaryDirectory() as home:
+            folder = os.path.join(home, ".local", "state", "plainllama")
+            os.makedirs(folder)
+            hist = os.path.join(folder, "history")
+            with open(hist, "w") as f:
+                f.write("_HiStOrY_V2_\n" + "".join(f"line{i:04d}\n" for i in range(1, 1006)))
+            self.one_turn(home=home)
+            with open(hist, "rb") as f:
+                lines = f.read().decode().split("\n")[1:-1]  # libedit's encoding: a space is \040
+            self.assertEqual(len(lines), 1000)
+            self.assertEqual(lines[0], "line0007")  # 1005 + 1 new, the oldest 6 dropped
+            self.assertEqual(lines[-2:], ["line1005", "Once\\040upon\\040a\\040time"])
 
     def test_context_note_on_its_own_line(self):
         # The reply fills the context; the note that it was cut starts a line of its own on the terminal, where
