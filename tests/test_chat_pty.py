@@ -4,8 +4,9 @@ Ctrl-C at the prompt exiting, Ctrl-D exiting cleanly.
 
 stories260K writes a whole 512-token reply in about 0.1 s, too fast to hit with a Ctrl-C by timing. So the test
 stops the terminal's output (Ctrl-S, IXON) before the Enter that sends the line: the chat blocks in its next write
-(the line editor's newline, or the reply's first piece); the Ctrl-C interrupts that write, the line discipline
-restarts output (n_tty restarts a stopped tty on a signal character), and the reply stops at once.
+(the line editor's newline, or the reply's first piece), which the test waits for (/proc/PID/syscall, pty_ready.py:
+no fixed sleeps); the Ctrl-C interrupts that write, the line discipline restarts output (n_tty restarts a stopped
+tty on a signal character), and the reply stops at once.
 
 Line editing (libedit): arrow keys move in the line, up-arrow recalls earlier lines, within the session and across
 sessions through the history file (mode 0600; --no-history: none). Each chat gets its own empty HOME.
@@ -24,6 +25,7 @@ import termios
 import time
 import unittest
 
+import pty_ready
 import unittest_summary
 
 SOURCE_DIR = os.environ.get("PLAINLLAMA_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,6 +33,17 @@ SHARED_DIR = os.environ.get("PLAINLLAMA_SHARED_DIR") or os.path.join(SOURCE_DIR,
 BINARY = os.environ.get("PLAINLLAMA_BINARY") or os.path.join(SOURCE_DIR, "build", "plainllama")
 MODEL = os.path.join(SHARED_DIR, "models", "stories260K")
 CTRL_C, CTRL_D, CTRL_S = b"\x03", b"\x04", b"\x13"
+
+
+def physical_cores():
+    """The binary's own count (inspect --json), on which its default thread count is based."""
+    if not os.path.exists(BINARY):
+        return 0
+    r = subprocess.run([BINARY, "inspect", "-m", MODEL, "--json"], capture_output=True, check=True)
+    return json.loads(r.stdout)["physical_cores"]
+
+
+PHYSICAL_CORES = physical_cores()
 LEFT, UP = b"\x1b[D", b"\x1b[A"  # the keys as an ANSI terminal sends them
 
 
@@ -143,10 +156,8 @@ class ChatPty(unittest.TestCase):
         pos = c.prompt()
         c.send(b"Once upon a time")
         pos = c.expect(b"time", pos)  # the line editor echoes what is typed: output stops after it
-        c.send(CTRL_S)
-        time.sleep(0.2)
-        c.send(b"\n")
-        time.sleep(1.0)  # the chat reads the line and blocks writing (the newline's echo or the reply's first piece)
+        c.send(CTRL_S + b"\n")  # the line discipline stops output before the newline reaches the chat
+        pty_ready.wait_blocked_in_write(c.pid)  # it read the line, and blocks writing (its echo or the reply)
         self.assertIsNone(c.poll())
         c.send(CTRL_C)
         pos = c.expect(b"[interrupted]", pos)
@@ -188,7 +199,8 @@ class ChatPty(unittest.TestCase):
         c.send(CTRL_D)
         self.assertEqual(c.wait(), 0, c.out[-2000:].decode(errors="replace"))
 
-    @unittest.skipIf((os.cpu_count() or 1) < 2, "needs 2 cores")
+    @unittest.skipIf(PHYSICAL_CORES < 2, "machine: 1 physical core (as the binary counts them): no core to leave to "
+                     "other work")
     def test_threads_follow_other_work_between_turns(self):
         # Without -t each turn first looks at the cores: a busy loop started between turns is left its core,
         # with a note (or the note came with the banner, when other work already ran at start).
@@ -196,9 +208,10 @@ class ChatPty(unittest.TestCase):
         pos = c.prompt()
         c.send(b"Once upon a time\n")
         pos = c.prompt(pos)
-        spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        spin = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"],
+                                stdout=subprocess.PIPE)
         try:
-            time.sleep(0.3)
+            spin.stdout.readline()  # it runs its loop now
             c.send(b"The dog\n")
             pos = c.prompt(pos)
         finally:
