@@ -140,8 +140,6 @@ TEST(Tokenizer, StreamingKeepsSpacesAndUtf8) {
     for (int32_t id : ids) {
         const std::string piece = dec.push(id);
         // every emitted piece is complete UTF-8 on its own
-        Tokenizer* unused = nullptr;
-        (void)unused;
         for (size_t i = 0; i < piece.size();) {
             const unsigned char c = static_cast<unsigned char>(piece[i]);
             const size_t n = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
