@@ -4,6 +4,8 @@
 # every test again with AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/).
 # Needs ../shared beside the project root (the read-only test models and references).
 #   PLAINLLAMA_SKIP_SANITIZE=1  skip the sanitizer job
+#   PLAINLLAMA_SKIP_FUZZ=1      skip the fuzz job: the libFuzzer targets (scripts/fuzz.sh), each for
+#                               PLAINLLAMA_FUZZ_SECONDS (default 20), after the normal tests
 # Extra arguments are passed to cmake for both builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,12 @@ run_ctest() {
   /usr/bin/python3 tests/skip_report.py "$PLAINLLAMA_SKIP_LOG" tests/allowed_skips.txt
 }
 run_ctest "${BUILD_DIR:-build}"
+
+# The fuzzers from the shared seeds and the regression inputs, a short fixed time each, side by side: clang's install
+# (when missing), their build and the runs take under a minute (docs/testing.md). A crash fails the run.
+if [[ ${PLAINLLAMA_SKIP_FUZZ:-0} != 1 ]]; then
+  FUZZ_BUILD_JOBS=$(nproc) FUZZ_PARALLEL=1 scripts/fuzz.sh "${PLAINLLAMA_FUZZ_SECONDS:-20}"
+fi
 
 [[ ${PLAINLLAMA_SKIP_SANITIZE:-0} == 1 ]] && exit 0
 export ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
