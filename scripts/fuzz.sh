@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz, clang++ with -fsanitize=fuzzer,address,undefined) into build-fuzz/ and
-# runs each one for SECONDS (default 60), niced, one job, one worker.
+# runs each one for SECONDS (default 60), niced, one job, one worker. The test command (scripts/test.sh) runs it too,
+# for a short time (docs/testing.md).
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]       TARGET: safetensors, config (default: both)
-#   FUZZ_MAX_LEN  largest input libFuzzer generates (default 65536: the real headers are ~5 KB; the 1 MB seed
-#                 files are read as their first FUZZ_MAX_LEN bytes)
+#   FUZZ_MAX_LEN     largest input libFuzzer generates (default 65536: the real headers are ~5 KB; the 1 MB seed
+#                    files are read as their first FUZZ_MAX_LEN bytes)
+#   FUZZ_BUILD_JOBS  parallel compile jobs (default 1: a shared machine; the test command gives every core)
+#   FUZZ_PARALLEL    1: run the targets at the same time, one core each (the test command); default one by one
 # Seeds come from ../shared/models (tests/fuzz/make_corpus.py) and tests/fuzz/regressions/TARGET/; the growing
 # corpus stays in build-fuzz/corpus/TARGET/ between runs. A crash is written to build-fuzz/artifacts/TARGET/:
 # minimise it (build-fuzz/tests/fuzz/fuzz_TARGET -minimize_crash=1 -runs=10000 FILE), fix the parser, and add
@@ -37,16 +40,16 @@ fi
 build=build-fuzz
 CXX=clang++ nice -n 19 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DPLAINLLAMA_FUZZ=ON \
   -DPLAINLLAMA_BUILD_TESTS=OFF -DPLAINLLAMA_BUILD_BENCHMARKS=OFF >/dev/null
-nice -n 19 cmake --build "$build" -j1 --target "${targets[@]/#/fuzz_}"
+nice -n 19 cmake --build "$build" -j"${FUZZ_BUILD_JOBS:-1}" --target "${targets[@]/#/fuzz_}"
 
 rm -rf "$build/seeds"
 python3 tests/fuzz/make_corpus.py "$shared" "$build/seeds"
 
-status=0
-for t in "${targets[@]}"; do
-  corpus=$build/corpus/$t artifacts=$build/artifacts/$t logs=$build/logs/$t
+# One target's run; its line, and status 1 when it found a crash.
+fuzz_one() {
+  local t=$1 corpus=$build/corpus/$1 artifacts=$build/artifacts/$1 logs=$build/logs/$1
   mkdir -p "$corpus" "$artifacts" "$logs" "tests/fuzz/regressions/$t"
-  bin=$(pwd)/$build/tests/fuzz/fuzz_$t
+  local bin=$(pwd)/$build/tests/fuzz/fuzz_$t start rc end log execs crashes
   start=$(date +%s)
   # -jobs=1 runs the one job in a child process whose output goes to $logs/fuzz-0.log.
   set +e
@@ -64,7 +67,19 @@ for t in "${targets[@]}"; do
        "($(du -sb "$corpus" | cut -f1) bytes), exit $rc, new artifacts: $crashes (log: $log)"
   if ((rc != 0)); then
     grep -E "^(==[0-9]+==ERROR|SUMMARY|.*runtime error|fuzz_$t: invariant)" "$log" | head -5 >&2 || true
-    status=1
+    return 1
   fi
-done
+}
+
+status=0
+if [[ ${FUZZ_PARALLEL:-0} == 1 ]]; then  # one core each
+  pids=()
+  for t in "${targets[@]}"; do
+    fuzz_one "$t" &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+else
+  for t in "${targets[@]}"; do fuzz_one "$t" || status=1; done
+fi
 exit $status

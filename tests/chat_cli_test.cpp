@@ -49,6 +49,21 @@ TEST(ChatCli, MultiTurnAndReset) {
     EXPECT_TRUE(has(r.err, "conversation cleared")) << r.err;
 }
 
+// /system TEXT sets the system prompt from the next message on (a session with --system TEXT gives the same reply);
+// /system alone clears it.
+TEST(ChatCli, SystemCommand) {
+    const auto set = chat("/system A story about a dog.\nOnce upon a time\n");
+    const auto flag = chat("Once upon a time\n", {"--system", "A story about a dog."});
+    const auto none = chat("Once upon a time\n");
+    ASSERT_EQ(set.status, 0) << set.err;
+    EXPECT_EQ(set.out, flag.out);
+    EXPECT_NE(set.out, none.out);
+    EXPECT_TRUE(has(set.err, "system prompt set; it applies from the next message")) << set.err;
+    const auto cleared = chat("/system A story about a dog.\n/system\nOnce upon a time\n");
+    EXPECT_EQ(cleared.out, none.out);
+    EXPECT_TRUE(has(cleared.err, "system prompt cleared")) << cleared.err;
+}
+
 // -c 64: the second long turn drops the first (said on stderr); the kept conversation is the second turn alone,
 // so its reply is a fresh session's. A turn too long even alone is refused; the session goes on, and piped input
 // then exits 1 when it is done.

@@ -131,6 +131,9 @@ TEST(Config, ValuesOutOfRange) {
         {"intermediate_size", int64_t(1) << 40},
         {"rms_norm_eps", 0},
         {"rms_norm_eps", -1e-5},
+        {"rms_norm_eps", 1e300},  // eps is in (0, 1): it swamps the statistic from 1 on
+        {"rms_norm_eps", 1.0},
+        {"rms_norm_eps", 1e-300},  // 0 in f32, as RMSNorm adds it
         {"rope_theta", 0.0},
         {"bos_token_id", 512},  // == vocab_size
         {"bos_token_id", -1},

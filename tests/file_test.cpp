@@ -40,9 +40,18 @@ TEST(WriteFileAtomic, ReplacesWholeKeepsModeAndLinks) {
     EXPECT_TRUE(fs::is_symlink(link));
     EXPECT_EQ(test::read_file(f), "third");
 
-    // a failure names the file and leaves nothing behind
-    EXPECT_THROW(write_file_atomic(tmp / "missing" / "x.json", "x"), Error);
-    EXPECT_THROW(write_file_atomic("/dev/full", "x"), Error);
+    // a failure names the file and the errno's text, and leaves nothing behind
+    auto error_of = [](const fs::path& p) {
+        try {
+            write_file_atomic(p, "x");
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_EQ(error_of(tmp / "missing" / "x.json"),
+              (tmp / "missing" / "x.json").string() + ": cannot be written: No such file or directory");
+    EXPECT_EQ(error_of("/dev/full"), "/dev/full: cannot be written: No space left on device");
     EXPECT_EQ(entries(tmp.path()), 2);
 }
 

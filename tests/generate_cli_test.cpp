@@ -1,9 +1,12 @@
 // `plainllama generate` end to end through the binary.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "plainllama/io/dtype.h"
+#include "plainllama/model/model.h"
+#include "plainllama/run/sampler.h"
 #include "plainllama/tokenizer/sentencepiece_tokenizer.h"
 #include "test_util.h"
 
@@ -89,6 +92,88 @@ TEST(GenerateCli, StopsWhenContextIsFull) {
     EXPECT_EQ(j["n_prompt"].get<int>() + j["n_generated"].get<int>(), 17);  // 16 evaluated + the last sampled
 }
 
+nlohmann::json generate_json(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"generate", "-m", model_dir().string(), "-n", "48", "--json", "--quiet"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_binary(args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json{};
+}
+
+// --no-bos: the prompt's ids as the tokenizer gives them, without BOS (and a different continuation); an empty prompt
+// without BOS has nothing to start from: a usage error. With BOS, the empty prompt is BOS alone.
+TEST(GenerateCli, NoBos) {
+    SentencePieceTokenizer tok(model_dir() / "tokenizer.model");
+    const auto with = generate_json({"-p", "Once upon a time", "--temp", "0"});
+    const auto without = generate_json({"-p", "Once upon a time", "--temp", "0", "--no-bos"});
+    EXPECT_EQ(with["prompt_tokens"].get<std::vector<int32_t>>(), tok.encode("Once upon a time", true));
+    EXPECT_EQ(without["prompt_tokens"].get<std::vector<int32_t>>(), tok.encode("Once upon a time", false));
+    EXPECT_NE(with["tokens"], without["tokens"]);
+    EXPECT_EQ(generate_json({"-p", "", "--temp", "0"})["prompt_tokens"], std::vector<int32_t>{tok.bos_id()});
+    const auto r = run_binary({"generate", "-m", model_dir().string(), "-p", "", "--no-bos"});
+    EXPECT_EQ(r.status, 2);
+    EXPECT_TRUE(test::StartsWith(r.err, "plainllama: error: the prompt is empty and no BOS is prepended")) << r.err;
+    EXPECT_EQ(r.out, "");
+}
+
+// --repeat-last-n: the repetition penalty looks back that many tokens (0: off, -1: all), as the sampler given the
+// same parameters on the same model does (sampler_test checks the window itself).
+TEST(GenerateCli, RepeatLastN) {
+    const Model model(model_dir());
+    SentencePieceTokenizer tok(model_dir() / "tokenizer.model");
+    auto library = [&](int64_t last_n) {
+        SamplerParams p;
+        p.temp = 0;
+        p.repeat_penalty = 2.0f;
+        p.repeat_last_n = int32_t(last_n);
+        Sampler sampler(p);
+        Context ctx(model);
+        std::vector<int32_t> ids = tok.encode("Once upon a time", true);
+        const size_t n0 = ids.size();
+        const float* logits = ctx.eval(ids);
+        while (ids.size() < n0 + 48) {
+            ids.push_back(sampler.sample(logits, int32_t(model.config().vocab_size), ids));
+            if (ids.back() == tok.eos_id()) break;
+            logits = ctx.eval(&ids.back(), 1);
+        }
+        return std::vector<int32_t>(ids.begin() + long(n0), ids.end());
+    };
+    std::map<int64_t, std::vector<int32_t>> got;
+    for (int64_t n : {0, 8, -1}) {
+        SCOPED_TRACE(n);
+        got[n] = generate_json({"-p", "Once upon a time", "--temp", "0", "--repeat-penalty", "2", "--repeat-last-n",
+                                std::to_string(n)})["tokens"]
+                     .get<std::vector<int32_t>>();
+        EXPECT_EQ(got[n], library(n));
+    }
+    EXPECT_EQ(got[0], generate_json({"-p", "Once upon a time", "--temp", "0"})["tokens"].get<std::vector<int32_t>>());
+    EXPECT_NE(got[8], got[-1]);  // the window matters here
+    EXPECT_NE(got[0], got[8]);
+}
+
+// Without --seed (or with -1) the seed is random and printed on stderr ("seed = N"), so a reply can be had again with
+// --seed N; --quiet and greedy decoding print none.
+TEST(GenerateCli, RandomSeedIsPrinted) {
+    const std::vector<std::string> args = {"generate", "-m", model_dir().string(), "-p", "Once upon", "-n", "24",
+                                           "--temp", "1"};
+    const auto r = run_binary(args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const size_t at = r.err.find("seed = ");
+    ASSERT_NE(at, std::string::npos) << r.err;
+    const std::string seed = r.err.substr(at + 7, r.err.find('\n', at) - at - 7);
+    EXPECT_EQ(seed.find_first_not_of("0123456789"), std::string::npos) << seed;
+    std::vector<std::string> again = args;
+    again.insert(again.end(), {"--seed", seed, "--quiet"});
+    const auto a = run_binary(again);
+    EXPECT_EQ(a.out, r.out);
+    EXPECT_EQ(a.err, "");
+    for (const std::vector<std::string>& extra : {std::vector<std::string>{"--quiet"}, {"--temp", "0"}}) {
+        std::vector<std::string> b = args;
+        b.insert(b.end(), extra.begin(), extra.end());
+        EXPECT_EQ(run_binary(b).err.find("seed ="), std::string::npos) << extra[0];
+    }
+}
+
 // Invalid input: one line on stderr, exit 2 for usage, 1 for runtime; nothing on stdout.
 TEST(GenerateCli, InvalidFlags) {
     const std::string m = model_dir().string();
@@ -140,8 +225,6 @@ TEST(Tokenizer, StreamingKeepsSpacesAndUtf8) {
     for (int32_t id : ids) {
         const std::string piece = dec.push(id);
         // every emitted piece is complete UTF-8 on its own
-        Tokenizer* unused = nullptr;
-        (void)unused;
         for (size_t i = 0; i < piece.size();) {
             const unsigned char c = static_cast<unsigned char>(piece[i]);
             const size_t n = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;

@@ -10,6 +10,7 @@
 #include "plainllama/io/config.h"
 #include "plainllama/io/safetensors.h"
 #include "plainllama/model/weights.h"
+#include "plainllama/sys/threads.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -140,6 +141,13 @@ TEST(InspectCli, ReportsTheKernelsPlainllamaKernelsChooses) {
         EXPECT_TRUE(HasSubstr(r.err, "PLAINLLAMA_KERNELS=" + v + ":"));
         EXPECT_EQ(r.out, "");
     }
+}
+
+// The physical cores, as the default thread count counts them (tests that depend on that rule ask the binary).
+TEST(InspectCli, ReportsThePhysicalCores) {
+    const auto r = test::run_binary({"inspect", "-m", model_dir().string(), "--json"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["physical_cores"], physical_cores());
 }
 
 // The decode kernels' tuning: cpuid's, or the one PLAINLLAMA_TUNING names; any other value is one error line naming it

@@ -551,6 +551,7 @@ TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
             for (const std::string& v : kernel_variants()) {
                 test::UseKernels scope(v);
                 const auto got = product(q.m, x, 1);
+                double err2 = 0, full2 = 0;  // over the rows: (got - full)^2 and full^2
                 for (int64_t r = 0; r < N; ++r) {
                     const auto w = gguf_decode(t, q.row(r), K);
                     double exact = 0, mag = 0, full = 0;
@@ -561,9 +562,15 @@ TEST(QuantDot, MatchesTheQuantizedValuesInDouble) {
                     }
                     EXPECT_NEAR(got[size_t(r)], exact, 1e-5 * mag)
                         << v << " " << quant_name(t) << " K " << K << " row " << r;
-                    EXPECT_NEAR(got[size_t(r)], full, (t == QuantType::q4_k ? 0.1 : 0.03) * mag)
-                        << v << " " << quant_name(t);
+                    err2 += (got[size_t(r)] - full) * (got[size_t(r)] - full);
+                    full2 += full * full;
                 }
+                // Against the unquantized product, the quantization error of weights and activations together, RMS
+                // over the rows relative to the outputs' RMS: bounded at about twice what each format measures here
+                // (an output of 0, or of another row, is 1 or more).
+                const double rel = std::sqrt(err2 / full2);
+                EXPECT_LT(rel, t == QuantType::q4_k ? 0.15 : t == QuantType::q6_k ? 0.05 : 0.02)
+                    << v << " " << quant_name(t) << " K " << K;
             }
         }
 }

@@ -2,6 +2,7 @@
 // again and gives exactly what quantizing at load gives; broken saved folders and conflicting flags are errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "plainllama/io/safetensors.h"
@@ -76,13 +77,13 @@ TEST(Quantize, Errors) {
     // a second run into the same folder
     auto r = run_binary({"quantize", "-m", src, "-o", out.string(), "--quant", "q8_0"});
     EXPECT_EQ(r.status, 1);
-    EXPECT_TRUE(HasSubstr(r.err, "model.safetensors: exists"));
+    EXPECT_TRUE(HasSubstr(r.err, out.string() + ": is not empty (holds 'config.json' and ")) << r.err;
     // a folder holding other weights (a load would read the index, not the new file)
     test::TempDir stale;
     test::write_file(stale / "model.safetensors.index.json", "{}");
     r = run_binary({"quantize", "-m", src, "-o", stale.path().string(), "--quant", "q8_0"});
     EXPECT_EQ(r.status, 1);
-    EXPECT_TRUE(HasSubstr(r.err, "model.safetensors.index.json: exists")) << r.err;
+    EXPECT_TRUE(HasSubstr(r.err, "(holds 'model.safetensors.index.json')")) << r.err;
     // --kl-divergence needs the unquantized weights, which a saved folder no longer has
     r = run_binary({"perplexity", "-m", out.string(), "-f", kVal, "-c", "256", "--chunks", "2", "--quant", "q8_0",
                     "--kl-divergence"});
@@ -132,6 +133,75 @@ TEST(Quantize, Errors) {
     EXPECT_EQ(r.status, 1);
     EXPECT_TRUE(HasSubstr(r.err, "tensor 'model.layers.1.mlp.down_proj.weight': q8_0 block 3 holds the quant -128"))
         << r.err;
+}
+
+// The output folder must be new or empty: a user's files there are never overwritten or mixed with the new model (a
+// stale tokenizer.json beside a new tokenizer.model would be read first); a folder that a killed run left with only its
+// partial file is ours, and is cleaned and used.
+TEST(Quantize, OutputFolderMustBeNewOrEmpty) {
+    const std::string src = test::model_dir("stories260K").string();
+    test::TempDir tmp;
+    const fs::path mine = tmp / "mine";
+    fs::create_directory(mine);
+    test::write_file(mine / "config.json", "{\"mine\": true}");
+    auto r = run_binary({"quantize", "-m", src, "-o", mine.string(), "--quant", "q8_0"});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.err, "plainllama: error: " + mine.string() +
+                         ": is not empty (holds 'config.json'); the output folder must be new or empty\n");
+    EXPECT_EQ(test::read_file(mine / "config.json"), "{\"mine\": true}");
+    EXPECT_EQ(std::distance(fs::directory_iterator(mine), fs::directory_iterator()), 1);
+
+    const fs::path empty = tmp / "empty";  // an empty folder is fine
+    fs::create_directory(empty);
+    EXPECT_EQ(run_binary({"quantize", "-m", src, "-o", empty.string(), "--quant", "q8_0", "--quiet"}).status, 0);
+    EXPECT_TRUE(fs::exists(empty / "model.safetensors"));
+
+    const fs::path killed = tmp / "killed";  // a run killed while writing left its partial file (pid long gone)
+    fs::create_directory(killed);
+    test::write_file(killed / ".model.safetensors.99999999.partial", "half a file");
+    r = run_binary({"quantize", "-m", src, "-o", killed.string(), "--quant", "q8_0", "--quiet"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_FALSE(fs::exists(killed / ".model.safetensors.99999999.partial"));
+    for (const auto& e : fs::directory_iterator(killed))
+        EXPECT_FALSE(e.path().string().ends_with(".partial")) << e.path();
+
+    // a model that fails to load: the folder made for it is removed again
+    r = run_binary({"quantize", "-m", (tmp / "no-model").string(), "-o", (tmp / "new" / "q").string(), "--quant",
+                    "q8_0"});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_FALSE(fs::exists(tmp / "new"));
+}
+
+// generation_config.json is copied (Llama 3's stop ids come from it), with the tokenizer files and config.json, and
+// the saved folder stops where it says.
+TEST(Quantize, CopiesGenerationConfig) {
+    test::TempDir tmp;
+    const fs::path src = tmp / "src", out = tmp / "q";
+    test::copy_model(test::model_dir("stories260K"), src);
+    auto generate = [&](const fs::path& m, std::vector<std::string> extra) {
+        std::vector<std::string> args = {"generate", "-m", m.string(), "-p", "Once upon a time", "-n", "32",
+                                         "--temp", "0", "--json", "--quiet"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto g = run_binary(args);
+        EXPECT_EQ(g.status, 0) << g.err;
+        return g.status == 0 ? nlohmann::json::parse(g.out) : nlohmann::json{};
+    };
+    // a stop id from the reply itself: the first token from the fourth on that did not come before
+    const std::vector<int32_t> reply = generate(src, {"--quant", "q8_0"})["tokens"];
+    size_t at = 3;
+    while (at < reply.size() && std::find(reply.begin(), reply.begin() + long(at), reply[at]) != reply.begin() + long(at))
+        ++at;
+    ASSERT_LT(at, reply.size());
+    const std::string gen = "{\"eos_token_id\": [2, " + std::to_string(reply[at]) + "], \"temperature\": 0.6}\n";
+    test::write_file(src / "generation_config.json", gen);
+    const auto r = run_binary({"quantize", "-m", src.string(), "-o", out.string(), "--quant", "q8_0", "--quiet"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(test::read_file(out / "generation_config.json"), gen);
+    EXPECT_EQ(test::read_file(out / "config.json"), test::read_file(src / "config.json"));
+    EXPECT_EQ(test::read_file(out / "tokenizer.model"), test::read_file(src / "tokenizer.model"));
+    const auto saved = generate(out, {});
+    EXPECT_EQ(saved["stop"], "eos");
+    EXPECT_EQ(saved["tokens"], std::vector<int32_t>(reply.begin(), reply.begin() + long(at) + 1));
 }
 
 }  // namespace

@@ -4,8 +4,9 @@ Ctrl-C at the prompt exiting, Ctrl-D exiting cleanly.
 
 stories260K writes a whole 512-token reply in about 0.1 s, too fast to hit with a Ctrl-C by timing. So the test
 stops the terminal's output (Ctrl-S, IXON) before the Enter that sends the line: the chat blocks in its next write
-(the line editor's newline, or the reply's first piece); the Ctrl-C interrupts that write, the line discipline
-restarts output (n_tty restarts a stopped tty on a signal character), and the reply stops at once.
+(the line editor's newline, or the reply's first piece), which the test waits for (/proc/PID/syscall, pty_ready.py:
+no fixed sleeps); the Ctrl-C interrupts that write, the line discipline restarts output (n_tty restarts a stopped
+tty on a signal character), and the reply stops at once.
 
 Line editing (libedit): arrow keys move in the line, up-arrow recalls earlier lines, within the session and across
 sessions through the history file (mode 0600; --no-history: none). Each chat gets its own empty HOME.
@@ -24,6 +25,7 @@ import termios
 import time
 import unittest
 
+import pty_ready
 import unittest_summary
 
 SOURCE_DIR = os.environ.get("PLAINLLAMA_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,14 +33,26 @@ SHARED_DIR = os.environ.get("PLAINLLAMA_SHARED_DIR") or os.path.join(SOURCE_DIR,
 BINARY = os.environ.get("PLAINLLAMA_BINARY") or os.path.join(SOURCE_DIR, "build", "plainllama")
 MODEL = os.path.join(SHARED_DIR, "models", "stories260K")
 CTRL_C, CTRL_D, CTRL_S = b"\x03", b"\x04", b"\x13"
+
+
+def physical_cores():
+    """The binary's own count (inspect --json), on which its default thread count is based."""
+    if not os.path.exists(BINARY):
+        return 0
+    r = subprocess.run([BINARY, "inspect", "-m", MODEL, "--json"], capture_output=True, check=True)
+    return json.loads(r.stdout)["physical_cores"]
+
+
+PHYSICAL_CORES = physical_cores()
 LEFT, UP = b"\x1b[D", b"\x1b[A"  # the keys as an ANSI terminal sends them
 
 
 class Chat:
     """The chat subcommand on a pty; everything it writes (stdout and stderr) accumulates in self.out."""
 
-    def __init__(self, *extra, threads="1", home=None):
-        """home: the HOME the chat sees (its history file is under it); None: a new empty folder."""
+    def __init__(self, *extra, threads="1", home=None, state=None):
+        """home: the HOME the chat sees (its history file is under it); None: a new empty folder. state: the
+        XDG_STATE_HOME it sees (None: unset)."""
         args = [BINARY, "chat", "-m", MODEL, "--temp", "0", *(["-t", threads] if threads else []), *extra]
         if home is None:
             self._home = tempfile.TemporaryDirectory()
@@ -47,7 +61,10 @@ class Chat:
         if pid == 0:
             os.environ["OMP_WAIT_POLICY"] = "passive"
             os.environ["HOME"] = home
-            os.environ.pop("XDG_STATE_HOME", None)
+            if state is None:
+                os.environ.pop("XDG_STATE_HOME", None)
+            else:
+                os.environ["XDG_STATE_HOME"] = state
             os.execv(BINARY, args)
         self.pid, self.fd, self.out, self.status = pid, fd, b"", None
 
@@ -139,10 +156,8 @@ class ChatPty(unittest.TestCase):
         pos = c.prompt()
         c.send(b"Once upon a time")
         pos = c.expect(b"time", pos)  # the line editor echoes what is typed: output stops after it
-        c.send(CTRL_S)
-        time.sleep(0.2)
-        c.send(b"\n")
-        time.sleep(1.0)  # the chat reads the line and blocks writing (the newline's echo or the reply's first piece)
+        c.send(CTRL_S + b"\n")  # the line discipline stops output before the newline reaches the chat
+        pty_ready.wait_blocked_in_write(c.pid)  # it read the line, and blocks writing (its echo or the reply)
         self.assertIsNone(c.poll())
         c.send(CTRL_C)
         pos = c.expect(b"[interrupted]", pos)
@@ -184,7 +199,8 @@ class ChatPty(unittest.TestCase):
         c.send(CTRL_D)
         self.assertEqual(c.wait(), 0, c.out[-2000:].decode(errors="replace"))
 
-    @unittest.skipIf((os.cpu_count() or 1) < 2, "needs 2 cores")
+    @unittest.skipIf(PHYSICAL_CORES < 2, "machine: 1 physical core (as the binary counts them): no core to leave to "
+                     "other work")
     def test_threads_follow_other_work_between_turns(self):
         # Without -t each turn first looks at the cores: a busy loop started between turns is left its core,
         # with a note (or the note came with the banner, when other work already ran at start).
@@ -192,9 +208,10 @@ class ChatPty(unittest.TestCase):
         pos = c.prompt()
         c.send(b"Once upon a time\n")
         pos = c.prompt(pos)
-        spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        spin = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"],
+                                stdout=subprocess.PIPE)
         try:
-            time.sleep(0.3)
+            spin.stdout.readline()  # it runs its loop now
             c.send(b"The dog\n")
             pos = c.prompt(pos)
         finally:
@@ -281,6 +298,84 @@ class ChatPty(unittest.TestCase):
             c.send(CTRL_D)
             self.assertEqual(c.wait(), 0, c.out.decode(errors="replace"))
             self.assertIn(b"history not saved (--no-history turns it off)", c.out)
+
+    def one_turn(self, **kw):
+        """A chat that sends one line and exits: its output."""
+        c = Chat("-n", "4", **kw)
+        pos = c.prompt()
+        c.send(b"Once upon a time\n")
+        c.prompt(pos)
+        c.send(CTRL_D)
+        self.assertEqual(c.wait(), 0, c.out.decode(errors="replace"))
+        return c.out.decode(errors="replace")
+
+    def test_history_symlink_is_never_followed(self):
+        with tempfile.TemporaryDirectory() as home:
+            folder = os.path.join(home, ".local", "state", "plainllama")
+            os.makedirs(folder)
+            hist = os.path.join(folder, "history")
+            victim = os.path.join(home, "victim.txt")
+            with open(victim, "w") as f:
+                f.write("precious\n")
+            os.symlink(victim, hist)
+            out = self.one_turn(home=home)
+            self.assertEqual(open(victim).read(), "precious\n")
+            self.assertTrue(os.path.islink(hist))
+            self.assertEqual(out.count("history: a symbolic link; left as it is"), 1, out)  # warned once
+            # a link to nothing: its target is not created either
+            os.remove(hist)
+            os.symlink(os.path.join(home, "made.txt"), hist)
+            out = self.one_turn(home=home)
+            self.assertFalse(os.path.exists(os.path.join(home, "made.txt")))
+            self.assertTrue(os.path.islink(hist))
+            self.assertEqual(out.count("a symbolic link"), 1, out)
+
+    def test_history_file_that_is_not_ours_is_left_alone(self):
+        with tempfile.TemporaryDirectory() as home:
+            folder = os.path.join(home, ".local", "state", "plainllama")
+            os.makedirs(folder)
+            hist = os.path.join(folder, "history")
+            with open(hist, "w") as f:
+                f.write("my own notes\n")
+            out = self.one_turn(home=home)
+            self.assertEqual(open(hist).read(), "my own notes\n")
+            self.assertEqual(out.count("not a libedit history file; left as it is"), 1, out)
+            self.assertEqual(sorted(os.listdir(folder)), ["history"])  # nothing beside it either
+
+    def test_no_home_folder_is_created(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            home = os.path.join(tmp, "nonexistent", "x")
+            out = self.one_turn(home=home)
+            self.assertEqual(os.listdir(tmp), [], "created under a HOME that does not exist")
+            self.assertIn("x: no such folder; history not saved", out)
+            # nor a state folder that is not there
+            state = os.path.join(tmp, "state")
+            out = self.one_turn(home=tmp, state=state)
+            self.assertEqual(os.listdir(tmp), [], out)
+
+    def test_xdg_state_home(self):
+        with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as state:
+            self.one_turn(home=home, state=state)
+            hist = os.path.join(state, "plainllama", "history")
+            self.assertEqual(os.stat(hist).st_mode & 0o777, 0o600)
+            self.assertEqual(os.stat(os.path.dirname(hist)).st_mode & 0o777, 0o700)
+            with open(hist, "rb") as f:
+                self.assertEqual(f.readline(), b"_HiStOrY_V2_\n")
+            self.assertEqual(os.listdir(home), [])  # not under HOME
+
+    def test_history_keeps_the_last_1000_lines(self):
+        with tempfile.TemporaryDirectory() as home:
+            folder = os.path.join(home, ".local", "state", "plainllama")
+            os.makedirs(folder)
+            hist = os.path.join(folder, "history")
+            with open(hist, "w") as f:
+                f.write("_HiStOrY_V2_\n" + "".join(f"line{i:04d}\n" for i in range(1, 1006)))
+            self.one_turn(home=home)
+            with open(hist, "rb") as f:
+                lines = f.read().decode().split("\n")[1:-1]  # libedit's encoding: a space is \040
+            self.assertEqual(len(lines), 1000)
+            self.assertEqual(lines[0], "line0007")  # 1005 + 1 new, the oldest 6 dropped
+            self.assertEqual(lines[-2:], ["line1005", "Once\\040upon\\040a\\040time"])
 
     def test_context_note_on_its_own_line(self):
         # The reply fills the context; the note that it was cut starts a line of its own on the terminal, where

@@ -3,8 +3,9 @@
 and the timings, with exit status 130; the loading percentage is shown and then erased.
 
 stories260K generates its whole context in well under a second, too fast to interrupt by timing, so the
-terminal's output is stopped first (Ctrl-S): generate blocks writing its first piece; the Ctrl-C interrupts
-that write and the line discipline restarts output. (The same technique as test_chat_pty.py.)
+terminal's output is stopped first (Ctrl-S; the child execs only once it is): generate blocks writing its first
+piece; the Ctrl-C, sent once its SIGINT handler is installed (/proc/PID/status), interrupts that write and the line
+discipline restarts output. No fixed sleeps (pty_ready.py); the same technique as test_chat_pty.py.
 Last line: "N passed, N failed".
 """
 import os
@@ -17,6 +18,7 @@ import tempfile
 import time
 import unittest
 
+import pty_ready
 import unittest_summary
 
 SOURCE_DIR = os.environ.get("PLAINLLAMA_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,11 +27,13 @@ BINARY = os.environ.get("PLAINLLAMA_BINARY") or os.path.join(SOURCE_DIR, "build"
 MODEL = os.path.join(SHARED_DIR, "models", "stories260K")
 
 
-def start(args, delay=0.0):
-    """plainllama with its stdio on a pseudo-terminal, started after `delay` seconds: (pid, fd)."""
+def start(args, stopped=False):
+    """plainllama with its stdio on a pseudo-terminal: (pid, fd). stopped: started once the terminal's output is
+    stopped (the parent sends Ctrl-S)."""
     pid, fd = pty.fork()
     if pid == 0:
-        time.sleep(delay)
+        if stopped:
+            pty_ready.wait_until_output_stopped()
         os.environ["OMP_WAIT_POLICY"] = "passive"
         os.execv(BINARY, [BINARY, *args])
     return pid, fd
@@ -62,9 +66,9 @@ def finish(pid, fd, timeout=20):
 
 
 def run_interrupted(args):
-    pid, fd = start(args, delay=0.5)  # let the parent stop the terminal's output first
-    os.write(fd, b"\x13")  # Ctrl-S
-    time.sleep(1.5)        # generate starts and blocks on its first write
+    pid, fd = start(args, stopped=True)
+    os.write(fd, b"\x13")  # Ctrl-S: the child execs once output is stopped
+    pty_ready.wait_sigint_handler(pid, BINARY)  # installed before generate's first write, which then blocks
     os.write(fd, b"\x03")  # Ctrl-C
     return finish(pid, fd)
 

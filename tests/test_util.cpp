@@ -14,6 +14,35 @@
 
 namespace plainllama::test {
 
+namespace {
+
+// Each skipped test, with its reason, as a line appended to $PLAINLLAMA_SKIP_LOG ("gtest Suite.Name: reason"), for
+// the test command's report (tests/skip_report.py: every skip named, and CI failing on one that is not about the
+// machine).
+class SkipLog : public ::testing::EmptyTestEventListener {
+    void OnTestEnd(const ::testing::TestInfo& info) override {
+        const char* log = std::getenv("PLAINLLAMA_SKIP_LOG");
+        if (!log || !*log || !info.result()->Skipped()) return;
+        std::string reason;
+        for (int i = 0; i < info.result()->total_part_count(); ++i)
+            if (info.result()->GetTestPartResult(i).skipped()) reason = info.result()->GetTestPartResult(i).message();
+        if (reason.empty()) reason = "(no reason given)";
+        std::replace(reason.begin(), reason.end(), '\n', ' ');
+        const std::string line = std::string("gtest ") + info.test_suite_name() + "." + info.name() + ": " + reason + "\n";
+        const int fd = ::open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) return;
+        (void)!::write(fd, line.data(), line.size());  // one write: lines of parallel tests do not mix
+        ::close(fd);
+    }
+};
+
+const bool kSkipLogInstalled = [] {
+    ::testing::UnitTest::GetInstance()->listeners().Append(new SkipLog);
+    return true;
+}();
+
+}  // namespace
+
 std::string read_file(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     if (!in) throw std::runtime_error("cannot read " + p.string());

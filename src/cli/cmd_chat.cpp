@@ -166,7 +166,7 @@ Run add_chat(CLI::App& app) {
         }
 
         install_sigint_handler(/*restart_io=*/false);
-        LineInput input(o->no_history ? std::filesystem::path() : default_history_file());
+        LineInput input(o->no_history ? HistoryFile() : default_history_file());
         std::optional<ChatTurn> last;  // the last reply, for /stats
         int status = 0;
         bool failed = false;  // a line refused or a command failed: piped input exits 1 at the end

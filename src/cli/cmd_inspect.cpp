@@ -7,6 +7,7 @@
 #include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/model/model.h"
+#include "plainllama/sys/threads.h"
 
 namespace plainllama::cli {
 
@@ -139,6 +140,7 @@ Run add_inspect(CLI::App& app) {
                                 {"tokenizer", tok},
                                 {"kernels", kernels_isa()},
                                 {"tuning", tuning_name(tuning())},
+                                {"physical_cores", physical_cores()},  // the default thread count's rule
                                 {"tensors", tensors},
                                 {"n_tensors", tensors.size()},
                                 {"n_params", params},

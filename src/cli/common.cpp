@@ -95,7 +95,7 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
         ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m"}))
         ->capture_default_str();
     cmd->add_flag("--check-tensors", o.check_tensors,
-                  "Scan every tensor for NaN and Inf at load; fail naming the tensor and the first bad index");
+                  "Scan every tensor for NaN and Inf at load (quantized blocks: their scales); fail naming the tensor and the first bad index");
 }
 
 void add_sampling_options(CLI::App* cmd, SamplingOpts& o) {
@@ -127,23 +127,53 @@ SamplerParams resolve_sampling(const SamplingOpts& o, bool quiet) {
 
 namespace {
 
-// Index of the first of n elements whose exponent bits (mask) are all set, i.e. NaN or Inf, or -1. Blocks are
-// scanned in parallel with a branch-free test that vectorises; only the first bad block is searched again.
+// Index of the first of n items whose 16- or 32-bit value (at item i: data + i * stride + offset) has every
+// exponent bit (mask) set, i.e. is NaN or Inf, or -1. Blocks of items are scanned in parallel with a branch-free test
+// that vectorises; only the first bad block is searched again.
 template <class U>
-int64_t first_non_finite(const void* data, int64_t n, U mask) {
-    const U* p = static_cast<const U*>(data);  // the mapping or an aligned copy: aligned to sizeof(U)
+int64_t first_non_finite(const void* data, int64_t n, U mask, size_t stride = sizeof(U), size_t offset = 0) {
+    const uint8_t* p = static_cast<const uint8_t*>(data) + offset;
+    auto bad = [&](int64_t i) {
+        U v;
+        std::memcpy(&v, p + size_t(i) * stride, sizeof(U));
+        return (v & mask) == mask;
+    };
     const int64_t block = 1 << 14, blocks = (n + block - 1) / block;
     int64_t first_block = blocks;
 #pragma omp parallel for schedule(static) reduction(min : first_block)
     for (int64_t b = 0; b < blocks; ++b) {
         const int64_t end = std::min(n, (b + 1) * block);
         int any = 0;
-        for (int64_t i = b * block; i < end; ++i) any |= (p[i] & mask) == mask;
+        for (int64_t i = b * block; i < end; ++i) any |= bad(i);
         if (any) first_block = std::min(first_block, b);
     }
     for (int64_t i = first_block * block; i < std::min(n, (first_block + 1) * block); ++i)
-        if ((p[i] & mask) == mask) return i;
+        if (bad(i)) return i;
     return -1;
+}
+
+const char* non_finite_name(float v) { return std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf"; }
+
+// A tensor stored as quantized blocks (U8 [rows, row bytes], the format in the checkpoint's __metadata__): every
+// block's fp16 scales (quant_scales).
+void check_block_scales(const Checkpoint& ckpt, const std::string& name, const TensorView& t) {
+    const auto fmt = ckpt.metadata().find(kQuantKey + name);
+    QuantType q = QuantType::none;
+    if (fmt == ckpt.metadata().end() || !parse_quant_type(fmt->second, &q) || q == QuantType::none ||
+        t.shape.size() != 2)
+        return;  // bind_weights has refused such a tensor already
+    const size_t bb = quant_block_bytes(q);
+    const int64_t n = int64_t(t.nbytes / bb), per_row = t.shape[1] / int64_t(bb);
+    for (const QuantScale& s : quant_scales(q)) {
+        const int64_t b = first_non_finite<uint16_t>(t.data, n, 0x7c00u, bb, s.offset);
+        if (b < 0) continue;
+        uint16_t h;
+        std::memcpy(&h, static_cast<const uint8_t*>(t.data) + size_t(b) * bb + s.offset, 2);
+        throw Error(t.file + ": tensor '" + printable(name) + "' " + t.shape_str() + " (" + quant_name(q) +
+                    " blocks) has " + non_finite_name(f16_to_f32(h)) + " in the scale " + s.name + " of block " +
+                    std::to_string(b) + " (row " + std::to_string(b / per_row) + ", block " +
+                    std::to_string(b % per_row) + " of the row) (--check-tensors)");
+    }
 }
 
 int64_t first_non_finite(const TensorView& t) {
@@ -151,14 +181,20 @@ int64_t first_non_finite(const TensorView& t) {
         case DType::F32: return first_non_finite<uint32_t>(t.data, t.numel(), 0x7f800000u);
         case DType::F16: return first_non_finite<uint16_t>(t.data, t.numel(), 0x7c00u);
         case DType::BF16: return first_non_finite<uint16_t>(t.data, t.numel(), 0x7f80u);
-        case DType::U8: break;  // quantized blocks: their fp16 scales are checked nowhere (a NaN shows in the logits)
+        case DType::U8: break;  // quantized blocks: check_block_scales
     }
     return -1;
 }
 
-// Every tensor of the checkpoint, for --check-tensors.
+// Every tensor of the checkpoint, for --check-tensors: every float value, and every fp16 scale of the quantized
+// blocks (their integer quants and sub-block scales are finite by construction).
 void check_tensors(const Checkpoint& ckpt) {
     for (const auto& [name, t] : ckpt.tensors()) {
+        if (t.dtype == DType::U8) {
+            check_block_scales(ckpt, name, t);
+            ckpt.release(t.data, t.nbytes);
+            continue;
+        }
         const int64_t i = first_non_finite(t);
         ckpt.release(t.data, t.nbytes);  // read once more here; the model holds its own (repacked) copy
         if (i < 0) continue;
@@ -173,8 +209,8 @@ void check_tensors(const Checkpoint& ckpt) {
         std::string at = std::to_string(i);
         if (t.shape.size() == 2)
             at += " (row " + std::to_string(i / t.shape[1]) + ", column " + std::to_string(i % t.shape[1]) + ")";
-        throw Error(t.file + ": tensor '" + printable(name) + "' " + t.shape_str() + " has " +
-                    (std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf") + " at index " + at + " (--check-tensors)");
+        throw Error(t.file + ": tensor '" + printable(name) + "' " + t.shape_str() + " has " + non_finite_name(v) +
+                    " at index " + at + " (--check-tensors)");
     }
 }
 

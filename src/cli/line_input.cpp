@@ -1,5 +1,6 @@
 #include "line_input.h"
 
+#include <fcntl.h>
 #include <histedit.h>
 #include <langinfo.h>
 #include <sys/stat.h>
@@ -13,7 +14,7 @@
 #include <vector>
 
 #include "common.h"
-#include "plainllama/io/file.h"
+#include "plainllama/io/output.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama::cli {
@@ -24,14 +25,78 @@ constexpr int kHistorySize = 1000;  // lines kept in the file
 
 void warn(const std::string& s) { std::fprintf(stderr, "warning: %s\n", s.c_str()); }
 
-// Every missing folder of `dir`, each made private (0700), as the XDG base directory rules ask.
-bool make_private_dirs(const std::filesystem::path& dir) {
-    std::filesystem::path p;
-    for (const auto& part : dir) {
-        p /= part;
-        if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) return false;
+// libedit's history file starts with this line; a file that does not is not ours.
+constexpr char kMagic[] = "_HiStOrY_V2_\n";
+
+// Opens the history file for reading without following a symlink (O_NOFOLLOW); -1 and errno when it cannot be, ELOOP
+// for a symlink. A FIFO does not block (O_NONBLOCK); the caller checks that it is a regular file.
+int open_history(const std::filesystem::path& file) {
+    return ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+}
+
+// Why the file at `file` (open as fd) is not a history file we may read and replace, or "" when it is: a regular file,
+// empty or in libedit's format.
+std::string not_ours(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return std::string("cannot be read: ") + std::strerror(errno);
+    if (!S_ISREG(st.st_mode)) return "not a regular file";
+    if (st.st_size == 0) return "";
+    char head[sizeof kMagic - 1];
+    const ssize_t n = ::pread(fd, head, sizeof head, 0);
+    if (n != ssize_t(sizeof head) || std::memcmp(head, kMagic, sizeof head) != 0) return "not a libedit history file";
+    return "";
+}
+
+// Loads the file open as fd into h (libedit reads a path: the descriptor's own, so the file checked is the file
+// read).
+bool load_history(History* h, int fd) {
+    HistEvent ev;
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    return history(h, &ev, H_LOAD, self.c_str()) >= 0;
+}
+
+// Reads `file` into h when it is ours; "" when it is or when there is none yet (a missing folder on the way is for
+// the save to report), else why it is not.
+std::string read_history(History* h, const std::filesystem::path& file) {
+    const int fd = open_history(file);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return "";
+        return errno == ELOOP ? "a symbolic link" : std::string("cannot be read: ") + std::strerror(errno);
     }
-    return true;
+    std::string why = not_ours(fd);
+    struct stat st {};
+    if (why.empty() && ::fstat(fd, &st) == 0 && st.st_size > 0 && !load_history(h, fd))
+        why = "not a history file libedit can read";
+    ::close(fd);
+    return why;
+}
+
+}  // namespace
+
+HistoryFile default_history_file() {
+    const char* state = std::getenv("XDG_STATE_HOME");
+    if (state && state[0] == '/') return {std::filesystem::path(state) / "plainllama" / "history", state};
+    const char* home = std::getenv("HOME");
+    if (home && home[0]) return {std::filesystem::path(home) / ".local" / "state" / "plainllama" / "history", home};
+    return {};
+}
+
+namespace {
+
+// The folders from `base` (which must exist: a home or state folder is never created) to the history file, each
+// missing one made private (0700), as the XDG base directory rules ask. "" when done, else why not.
+std::string make_history_dirs(const HistoryFile& h) {
+    struct stat st {};
+    if (::stat(h.base.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return h.base.string() + ": no such folder; history not saved (--no-history turns it off)";
+    std::filesystem::path p = h.base;
+    for (const auto& part : h.file.parent_path().lexically_relative(h.base)) {
+        p /= part;
+        if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST)
+            return p.string() + ": cannot be made (" + std::strerror(errno) +
+                   "); history not saved (--no-history turns it off)";
+    }
+    return "";
 }
 
 }  // namespace
@@ -41,7 +106,7 @@ struct LineInput::Editor {
     History* hist = nullptr;
     FILE* out = nullptr;  // the terminal (a dup of stdout, or of stderr when only that is one)
     std::string prompt;
-    std::filesystem::path file;
+    HistoryFile history;              // empty file: none
     std::vector<std::string> added;  // this session's lines, appended to the file's at save
 
     static char* prompt_of(EditLine* el) {
@@ -51,15 +116,7 @@ struct LineInput::Editor {
     }
 };
 
-std::filesystem::path default_history_file() {
-    const char* state = std::getenv("XDG_STATE_HOME");
-    if (state && state[0] == '/') return std::filesystem::path(state) / "plainllama" / "history";
-    const char* home = std::getenv("HOME");
-    if (home && home[0]) return std::filesystem::path(home) / ".local" / "state" / "plainllama" / "history";
-    return {};
-}
-
-LineInput::LineInput(std::filesystem::path history_file) {
+LineInput::LineInput(HistoryFile history_file) {
     if (!::isatty(0)) return;
     // libedit decodes keys by the locale's character set; the model reads UTF-8, so a terminal left in the C
     // locale is edited as UTF-8 too.
@@ -90,15 +147,15 @@ LineInput::LineInput(std::filesystem::path history_file) {
     el_set(e->el, EL_HIST, history, e->hist);
     el_source(e->el, nullptr);  // the user's ~/.editrc (bindings, vi mode), when there is one
 
-    e->file = std::move(history_file);
-    std::error_code ec;
-    const auto type = e->file.empty() ? std::filesystem::file_type::not_found : std::filesystem::status(e->file, ec).type();
-    if (type == std::filesystem::file_type::regular) {
-        if (history(e->hist, &ev, H_LOAD, e->file.c_str()) < 0)
-            warn(e->file.string() + ": not a history file libedit can read; earlier sessions' lines are not recalled");
-    } else if (type != std::filesystem::file_type::not_found) {
-        warn(e->file.string() + ": not a regular file; the history is not read or written");
-        e->file.clear();  // a FIFO there would block the read and the write
+    // The file is read only if it is ours: a regular file (never through a symlink), empty or in libedit's format.
+    // Anything else is left as it is, with one warning, and the chat runs without history.
+    e->history = std::move(history_file);
+    if (!e->history.file.empty()) {
+        if (const std::string why = read_history(e->hist, e->history.file); !why.empty()) {
+            warn(e->history.file.string() + ": " + why +
+                 "; left as it is, and this chat runs without history (--no-history: none)");
+            e->history = {};
+        }
     }
     editor_ = std::move(e);
 }
@@ -162,20 +219,24 @@ void LineInput::remember(const std::string& line) {
 }
 
 void LineInput::save_history() {
-    if (!editor_ || editor_->file.empty() || editor_->added.empty()) return;
-    const std::filesystem::path& file = editor_->file;
+    if (!editor_ || editor_->history.file.empty() || editor_->added.empty()) return;
+    const HistoryFile& hf = editor_->history;
+    const std::string shown = hf.file.string();
+    if (const std::string why = make_history_dirs(hf); !why.empty()) return warn(why);
     // The file as it is now (another chat may have written to it since this one started), then this session's
-    // lines after it.
+    // lines after it; the file checked again as at the start.
     History* h = history_init();
-    if (!h) return warn(file.string() + ": history not saved (libedit could not start)");
+    if (!h) return warn(shown + ": history not saved (libedit could not start)");
     HistEvent ev;
     history(h, &ev, H_SETSIZE, kHistorySize);
     history(h, &ev, H_SETUNIQUE, 1);
-    std::error_code ec;
-    if (std::filesystem::exists(file, ec)) history(h, &ev, H_LOAD, file.c_str());
-    for (const std::string& s : editor_->added) history(h, &ev, H_ENTER, s.c_str());
+    if (const std::string why = read_history(h, hf.file); !why.empty()) {
+        history_end(h);
+        return warn(shown + ": " + why + "; left as it is, history not saved");
+    }
+    for (const std::string& line : editor_->added) history(h, &ev, H_ENTER, line.c_str());
     // libedit writes a FILE with a descriptor (it fchmods it): an unnamed temporary one, read back, then written
-    // to the file whole.
+    // beside the file and renamed over it (a symlink put there meanwhile is replaced, never written through).
     FILE* tmp = std::tmpfile();
     std::string bytes;
     bool made = tmp && history(h, &ev, H_SAVE_FP, tmp) >= 0 && std::fflush(tmp) == 0;
@@ -188,12 +249,15 @@ void LineInput::save_history() {
     }
     if (tmp) std::fclose(tmp);
     history_end(h);
-    if (!made) return warn(file.string() + ": history not saved (libedit could not write it)");
-    if (!make_private_dirs(file.parent_path()))
-        return warn(file.parent_path().string() + ": cannot be made (" + std::strerror(errno) +
-                    "); history not saved (--no-history turns it off)");
+    if (!made) return warn(shown + ": history not saved (libedit could not write it)");
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(hf.file.parent_path(), ec))  // a killed chat's
+        if (e.path().filename().string().rfind(".history.", 0) == 0 && stale_partial(e.path().filename().string()))
+            ::unlink(e.path().c_str());
     try {
-        write_file_atomic(file, bytes, 0600);
+        PartialFile f(hf.file, 0600);
+        f.write(bytes);
+        f.commit();
         editor_->added.clear();
     } catch (const Error& e) {
         warn(std::string(e.what()) + "; history not saved (--no-history turns it off)");

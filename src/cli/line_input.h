@@ -10,11 +10,19 @@ namespace plainllama::cli {
 
 enum class ReadStatus { line, eof, interrupted };
 
+// Where the history lives: the file, and the folder above it that must exist already ($XDG_STATE_HOME or $HOME: the
+// folders between them are created, 0700, those two never).
+struct HistoryFile {
+    std::filesystem::path file, base;
+};
+
 class LineInput {
 public:
-    // `history_file` (terminal only; empty: none) is read now and written back, mode 0600, by save_history().
-    // Problems with it are warnings on stderr: the chat goes on without.
-    explicit LineInput(std::filesystem::path history_file = {});
+    // `history_file` (terminal only; an empty file: none) is read now and written back by save_history(), mode 0600, as a
+    // new file renamed over the old one. Only a file that is ours is used: a regular file, not a symlink (never
+    // followed), empty or in libedit's format; anything else is left as it is, with one warning, and the chat runs
+    // without history. Other problems with it are warnings on stderr too: the chat goes on without.
+    explicit LineInput(HistoryFile history_file = {});
     ~LineInput();
     LineInput(const LineInput&) = delete;
     LineInput& operator=(const LineInput&) = delete;
@@ -38,7 +46,8 @@ private:
     bool eof_ = false;
 };
 
-// $XDG_STATE_HOME/plainllama/history, or ~/.local/state/plainllama/history; empty when neither variable is set.
-std::filesystem::path default_history_file();
+// $XDG_STATE_HOME/plainllama/history (an absolute $XDG_STATE_HOME), or ~/.local/state/plainllama/history; empty when
+// neither variable is set.
+HistoryFile default_history_file();
 
 }  // namespace plainllama::cli

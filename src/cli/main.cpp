@@ -1,4 +1,8 @@
 // plainllama: one binary, subcommands over the core library. Only this file catches errors.
+#include <unistd.h>
+
+#include <ext/stdio_sync_filebuf.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +17,29 @@
 
 namespace {
 
+// stdio keeps that a write to stdout failed, not why (a later call resets errno): stdout is a FILE of our own over fd 1
+// that notes the first errno a write gave (ENOSPC on a full disk or /dev/full), for the message at exit. A write a
+// signal interrupts (EINTR: chat's Ctrl-C while output is blocked) fails as before and is not noted.
+int g_stdout_errno = 0;
+
+ssize_t write_stdout(void*, const char* buf, size_t n) {
+    const ssize_t w = ::write(1, buf, n);
+    if (w < 0 && errno != EINTR && g_stdout_errno == 0) g_stdout_errno = errno;
+    return w;
+}
+
+void own_stdout() {
+    cookie_io_functions_t io{};
+    io.write = write_stdout;
+    std::FILE* f = ::fopencookie(nullptr, "w", io);
+    if (!f) return;
+    std::setvbuf(f, nullptr, ::isatty(1) ? _IOLBF : _IOFBF, BUFSIZ);
+    stdout = f;
+    // std::cout (help, --version) through it too; never destroyed: the library flushes std::cout after every static
+    // object of ours is gone
+    std::cout.rdbuf(new __gnu_cxx::stdio_sync_filebuf<char>(f));
+}
+
 // What went to stdout must have got there (a full disk, /dev/full): an error with status 1 otherwise. A closed
 // pipe ends the program by SIGPIPE before this, quietly, as other Unix tools; EPIPE (SIGPIPE ignored by the
 // parent) ends it quietly too.
@@ -20,11 +47,10 @@ int finish_stdout(int status) {
     std::cout.flush();
     errno = 0;
     const bool flushed = std::fflush(stdout) == 0 && !std::cout.fail();
-    const int e = errno;
+    const int e = g_stdout_errno ? g_stdout_errno : errno;
     if (e == EPIPE) return 141;
     if (!flushed || std::ferror(stdout)) {
-        std::fprintf(stderr, "plainllama: error: stdout: write failed: %s\n",
-                     e ? std::strerror(e) : "an earlier write failed");
+        std::fprintf(stderr, "plainllama: error: stdout: write failed%s%s\n", e ? ": " : "", e ? std::strerror(e) : "");
         return 1;
     }
     return status;
@@ -34,6 +60,7 @@ int finish_stdout(int status) {
 
 int main(int argc, char** argv) {
     using namespace plainllama;
+    own_stdout();
     CLI::App app{"plainllama: LLaMA inference on the CPU, from Hugging Face checkpoints"};
     app.require_subcommand(1);
     app.set_help_all_flag("--help-all", "Help for every subcommand");

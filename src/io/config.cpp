@@ -167,6 +167,10 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
     c.max_position_embeddings =
         get_int(j, "max_position_embeddings", source, false, 2048, 1, kMaxPositions);
     c.rms_norm_eps = get_double(j, "rms_norm_eps", source, true, 0.0);
+    // RMSNorm divides by sqrt(mean(x^2) + eps) in f32: an eps of 1 or more swamps the statistic, and one that f32
+    // rounds to 0 divides an all-zero row by 0.
+    if (!(c.rms_norm_eps < 1.0) || !(float(c.rms_norm_eps) > 0.0f))
+        fail(source, "rms_norm_eps", "must be in (0, 1) (and not 0 in f32), found " + json_brief(j["rms_norm_eps"]));
 
     if (find(j, "head_dim")) {
         c.head_dim = get_int(j, "head_dim", source, false, 0, 1, kMaxDim);

@@ -25,7 +25,7 @@ bool write_all(int fd, const char* p, size_t n) {
         const ssize_t w = ::write(fd, p, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            if (w == 0) errno = EIO;
+            if (w == 0) errno = ENOSPC;  // nothing taken and no reason given: a file or device that is full
             return false;
         }
         p += w;

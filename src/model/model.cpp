@@ -3,6 +3,9 @@
 #include <sys/sysinfo.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -124,6 +127,38 @@ void alloc(std::vector<T>* v, size_t n, const char* what) {
         throw Error(std::string("out of memory allocating the ") + what);
     }
 }
+
+// Whether x [n] holds a NaN or Inf (every exponent bit set): a pass that vectorises.
+bool any_non_finite(const float* x, int64_t n) {
+    const uint32_t mask = 0x7f800000u;
+    uint32_t any = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        uint32_t u;
+        std::memcpy(&u, x + i, 4);
+        any |= uint32_t((u & mask) == mask);
+    }
+    return any != 0;
+}
+
+// Index of the first value of x [n] that is NaN or Inf, or -1; chunks over the threads when n is large (a prompt's
+// activations), then the search in the first bad chunk.
+int64_t first_non_finite(const float* x, int64_t n) {
+    constexpr int64_t kChunk = 1 << 14;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::atomic<int64_t> first{chunks};
+    parallel_for(chunks, n >= kParallelWork, [&](int64_t c) {
+        if (!any_non_finite(x + c * kChunk, std::min(kChunk, n - c * kChunk))) return;
+        int64_t seen = first.load();
+        while (c < seen && !first.compare_exchange_weak(seen, c)) {
+        }
+    });
+    if (first.load() == chunks) return -1;
+    for (int64_t i = first.load() * kChunk;; ++i)
+        if (!std::isfinite(x[i])) return i;
+}
+
+const char* kNonFiniteHint =
+    "a NaN or Inf weight or block scale (--check-tensors finds it at load), or activations past f32's range";
 
 // RAM + swap in bytes, 0 when unknown.
 uint64_t memory_bytes() {
@@ -318,24 +353,53 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
         for (const Span& sp : spans)
             attention(&att_[size_t(sp.row0 * qd)], &q_[size_t(sp.row0 * qd)], Kc(sp.seq), Vc(sp.seq), sp.n,
                       n_past_[size_t(sp.seq)], nh, nkv, hd, n_ctx_, scratch_.data());
+        // Each product's input is checked before it is read: a quantized product turns a NaN or Inf in its input
+        // into finite garbage (the activations' 8-bit blocks), and the logits with it.
+        check_finite(att_.data(), T, qd, 0, row_seq, row_pos, l, "attention output");
         matmul_many(J.o, 1, att_.data(), T, exact_, {J.gate_up, 2});
         add_inplace(x_.data(), proj_.data(), T * H);
+        check_finite(x_.data(), T, H, 0, row_seq, row_pos, l, "hidden state");
 
         // SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.post_attention_layernorm.data, L.post_attention_layernorm.dtype,
                 T, H, eps);
         matmul_many(J.gate_up, 2, xn_.data(), T, exact_, {J.down, 1});
         silu_mul(gate_.data(), up_.data(), T * F);
+        check_finite(gate_.data(), T, F, 0, row_seq, row_pos, l, "MLP activation");
         matmul_many(J.down, 1, gate_.data(), T, exact_, after_down);
         add_inplace(x_.data(), proj_.data(), T * H);
+        check_finite(x_.data(), T, H, 0, row_seq, row_pos, l, "hidden state");
     }
-    for (const Span& sp : spans) n_past_[size_t(sp.seq)] += sp.n;
 
-    if (!logits) return true;
-    const int64_t first = all_logits ? 0 : T - 1, rows = T - first;
-    rmsnorm(xn_.data(), &x_[size_t(first * H)], DType::F32, w.norm.data, w.norm.dtype, rows, H, eps);
-    matmul(logits, xn_.data(), w.lm_head.packed, rows, exact_);
+    if (logits) {
+        const int64_t first = all_logits ? 0 : T - 1, rows = T - first;
+        rmsnorm(xn_.data(), &x_[size_t(first * H)], DType::F32, w.norm.data, w.norm.dtype, rows, H, eps);
+        matmul(logits, xn_.data(), w.lm_head.packed, rows, exact_);
+        check_finite(logits, rows, c.vocab_size, first, row_seq, row_pos, -1, "logits");
+    }
+    // Only a pass that completed moves the sequences on: after an error their caches hold what they held before.
+    for (const Span& sp : spans) n_past_[size_t(sp.seq)] += sp.n;
     return true;
+}
+
+void Context::check_finite(const float* x, int64_t rows, int64_t n, int64_t row0, const std::vector<int>& row_seq,
+                           const std::vector<int64_t>& row_pos, int64_t layer, const char* what) const {
+    const int64_t i = first_non_finite(x, rows * n);
+    if (i < 0) return;
+    const int64_t row = row0 + i / n;
+    const float v = x[i];
+    const std::string where = layer < 0 ? " (token " + std::to_string(i % n) + ")" : "";
+    NonFiniteError e((layer < 0 ? std::string("the ") : "layer " + std::to_string(layer) + "'s ") + what +
+                     " is not finite at position " + std::to_string(row_pos[size_t(row)]) +
+                     (n_seq() > 1 ? " of sequence " + std::to_string(row_seq[size_t(row)]) : "") + where + ": " +
+                     (std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf") + "; " + kNonFiniteHint);
+    // every sequence with a bad row: in a batched step the others are sound and can be evaluated again
+    for (int64_t r = i / n; r < rows; ++r) {
+        const int s = row_seq[size_t(row0 + r)];
+        if (std::find(e.seqs.begin(), e.seqs.end(), s) == e.seqs.end() && first_non_finite(x + r * n, n) >= 0)
+            e.seqs.push_back(s);
+    }
+    throw e;
 }
 
 }  // namespace plainllama

@@ -1,15 +1,12 @@
 #include "plainllama/model/save_quantized.h"
 
 #include <algorithm>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "plainllama/io/file.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
@@ -17,6 +14,10 @@ namespace plainllama {
 namespace fs = std::filesystem;
 
 namespace {
+
+// The source folder's files a saved folder needs beside the weights (those present are copied).
+constexpr const char* kCopiedFiles[] = {"config.json",     "generation_config.json", "tokenizer.model",
+                                        "tokenizer.json",  "tokenizer_config.json",  "special_tokens_map.json"};
 
 // One tensor of the output file.
 struct OutTensor {
@@ -55,36 +56,11 @@ std::vector<OutTensor> tensors_of(const Model& m) {
     return t;
 }
 
-void write_all(std::FILE* f, const void* p, size_t n, const fs::path& path) {
-    if (n > 0 && std::fwrite(p, 1, n, f) != n)
-        throw Error(path.string() + ": write failed: " + std::strerror(errno));
-}
-
-void copy_if_present(const fs::path& from_dir, const fs::path& to_dir, const char* name) {
-    const fs::path from = from_dir / name;
-    if (!fs::is_regular_file(from)) return;
-    std::error_code ec;
-    fs::copy_file(from, to_dir / name, fs::copy_options::overwrite_existing, ec);
-    if (ec) throw Error((to_dir / name).string() + ": cannot copy " + from.string() + ": " + ec.message());
-}
-
 }  // namespace
 
-void save_quantized(const Model& model, const fs::path& out) {
+void save_quantized(const Model& model, OutputFolder& folder) {
     PL_CHECK(model.quant() != QuantScheme::none);
-    std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec) throw Error(out.string() + ": cannot create the folder: " + ec.message());
-    const fs::path target = out / "model.safetensors";
-    const fs::path tmp = out / (".model.safetensors." + std::to_string(::getpid()) + ".partial");
-    if (fs::equivalent(out, model.dir(), ec)) throw Error(out.string() + ": is the model's own folder");
-    for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {  // weights a load would read
-        const std::string name = e.path().filename().string();
-        if (name == "model.safetensors.index.json" || (name.size() > 12 && name.substr(name.size() - 12) == ".safetensors"))
-            throw Error((out / name).string() + ": exists; give an empty or new folder with -o");
-    }
-    if (ec) throw Error(out.string() + ": cannot list the folder: " + ec.message());
-
+    const fs::path& out = folder.path();
     const std::vector<OutTensor> tensors = tensors_of(model);
     nlohmann::ordered_json header;
     nlohmann::ordered_json meta = {{"format", "pt"}, {kQuantSchemeKey, scheme_name(model.quant())}};
@@ -100,52 +76,37 @@ void save_quantized(const Model& model, const fs::path& out) {
     uint8_t len[8];
     for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(h.size()) >> (8 * i));
 
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw Error(tmp.string() + ": cannot create: " + std::strerror(errno));
-    try {
-        write_all(f, len, 8, tmp);
-        write_all(f, h.data(), h.size(), tmp);
-        std::vector<uint8_t> row;
-        for (const OutTensor& t : tensors) {
-            if (!tiled(t.quant, t.shape[0])) {
-                write_all(f, t.data, t.nbytes, tmp);
-                continue;
-            }
-            const int64_t nb = t.shape[1] / int64_t(quant_block_bytes(t.quant));  // the tiles back to rows
-            row.resize(size_t(t.shape[1]));
-            for (int64_t r = 0; r < t.shape[0]; ++r) {
-                deinterleave(t.quant, row.data(),
-                             static_cast<const uint8_t*>(t.data) + size_t(r / 16 * nb) * tile_bytes(t.quant), r % 16, 0,
-                             nb, r / 16 * nb);
-                write_all(f, row.data(), row.size(), tmp);
-            }
+    // Every file partial until all are written; the small ones renamed into place first, the weights last: a folder
+    // with a model.safetensors is complete.
+    PartialFile f(out / "model.safetensors");
+    f.write(len, 8);
+    f.write(h);
+    std::vector<uint8_t> row;
+    for (const OutTensor& t : tensors) {
+        if (!tiled(t.quant, t.shape[0])) {
+            f.write(t.data, t.nbytes);
+            continue;
         }
-        if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
-            throw Error(tmp.string() + ": write failed: " + std::strerror(errno));
-    } catch (...) {
-        std::fclose(f);
-        fs::remove(tmp, ec);
-        throw;
-    }
-    if (std::fclose(f) != 0) {
-        const std::string why = std::strerror(errno);
-        fs::remove(tmp, ec);
-        throw Error(tmp.string() + ": write failed on close: " + why);
-    }
-    for (const char* name : {"config.json", "generation_config.json", "tokenizer.model", "tokenizer.json",
-                             "tokenizer_config.json", "special_tokens_map.json"}) {
-        try {
-            copy_if_present(model.dir(), out, name);
-        } catch (...) {
-            fs::remove(tmp, ec);
-            throw;
+        const int64_t nb = t.shape[1] / int64_t(quant_block_bytes(t.quant));  // the tiles back to rows
+        row.resize(size_t(t.shape[1]));
+        for (int64_t r = 0; r < t.shape[0]; ++r) {
+            deinterleave(t.quant, row.data(),
+                         static_cast<const uint8_t*>(t.data) + size_t(r / 16 * nb) * tile_bytes(t.quant), r % 16, 0,
+                         nb, r / 16 * nb);
+            f.write(row.data(), row.size());
         }
     }
-    fs::rename(tmp, target, ec);
-    if (ec) {
-        fs::remove(tmp, ec);
-        throw Error(target.string() + ": cannot rename the written file into place");
+    std::vector<std::unique_ptr<PartialFile>> copies;
+    for (const char* name : kCopiedFiles) {
+        const fs::path from = model.dir() / name;
+        std::error_code ec;
+        if (!fs::is_regular_file(from, ec)) continue;
+        copies.push_back(std::make_unique<PartialFile>(out / name));
+        copies.back()->write(read_file(from));
     }
+    for (auto& c : copies) c->commit();
+    f.commit();
+    folder.keep();
 }
 
 }  // namespace plainllama

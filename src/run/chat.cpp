@@ -1,6 +1,7 @@
 #include "plainllama/run/chat.h"
 
 #include <algorithm>
+#include <map>
 
 #include "plainllama/sys/error.h"
 
@@ -47,13 +48,8 @@ ChatTurn ChatSession::send(const std::string& user, int64_t n_predict, const OnT
     }
 
     messages_.push_back(std::move(msg));
-    std::vector<int32_t> tokens = render(true);
     const int64_t reserve = std::max<int64_t>(1, std::min(n_predict < 0 ? n_ctx : n_predict, n_ctx / 4));
-    while (int64_t(tokens.size()) + reserve > n_ctx && messages_.size() > 1) {
-        messages_.erase(messages_.begin(), messages_.begin() + 2);  // the oldest user message and its reply
-        ++turn.dropped_turns;
-        tokens = render(true);
-    }
+    std::vector<int32_t> tokens = drop_oldest_turns(n_ctx - reserve, &turn.dropped_turns);
 
     // Keep the longest prefix the cache holds; evaluate at least one token (its logits start the reply).
     size_t keep = 0;
@@ -106,6 +102,63 @@ ChatTurn ChatSession::send(const std::string& user, int64_t n_predict, const OnT
     total_prompt_s_ += turn.stats.prompt_seconds;
     total_generate_s_ += turn.stats.generate_seconds;
     return turn;
+}
+
+std::vector<int32_t> ChatSession::drop_oldest_turns(int64_t budget, int64_t* dropped) {
+    // The conversation is rendered whole once (a loaded transcript may hold thousands of messages). The rendering
+    // of messages [k, m) is the same as the tail of the whole one from message k's first id, give or take what the
+    // template writes differently at the start (llama2's system block goes into the first message kept): each
+    // candidate k is rendered exactly, but only its kept messages, which fit the context or nearly. The first k
+    // estimated from the whole rendering is then moved by galloping steps and bisection to the fewest pairs that
+    // fit (the rendering shrinks as k grows), as dropping them two by two from the front would.
+    const size_t m = messages_.size();
+    std::vector<size_t> starts;
+    std::vector<int32_t> whole = tmpl_.render(system_, messages_, true, &starts);
+    *dropped = 0;
+    if (int64_t(whole.size()) <= budget || m <= 1) return whole;
+    const size_t k_max = (m - 1) / 2 * 2;  // the last message (the user's) always stays
+    std::map<size_t, std::vector<int32_t>> rendered;
+    auto render_from = [&](size_t k) -> const std::vector<int32_t>& {
+        auto it = rendered.find(k);
+        if (it == rendered.end()) {
+            const std::vector<ChatMessage> kept(messages_.begin() + long(k), messages_.end());
+            it = rendered.emplace(k, tmpl_.render(system_, kept, true)).first;
+        }
+        return it->second;
+    };
+    auto fits = [&](size_t k) { return k >= k_max || int64_t(render_from(k).size()) <= budget; };
+    size_t guess = 2;  // the estimate: the fewest pairs whose ids in the whole rendering bring it within the budget
+    while (guess < k_max && int64_t(whole.size() - (starts[guess] - starts[0])) > budget) guess += 2;
+    // Then fits(hi) and not fits(lo) (k = 0 is the whole rendering: over the budget), and bisection between them.
+    size_t lo = 0, hi = guess;
+    if (fits(guess)) {
+        for (size_t step = 2; hi > 0; step *= 2) {
+            const size_t k = hi > step ? hi - step : 0;
+            if (k == 0 || !fits(k)) {
+                lo = k;
+                break;
+            }
+            hi = k;
+        }
+    } else {
+        lo = guess;
+        for (size_t step = 2;; step *= 2) {
+            const size_t k = std::min(k_max, hi + step);
+            if (fits(k)) {
+                hi = k;
+                break;
+            }
+            lo = hi = k;
+        }
+    }
+    while (hi - lo > 2) {
+        const size_t mid = lo + (hi - lo) / 4 * 2;  // even
+        (fits(mid) ? hi : lo) = mid;
+    }
+    std::vector<int32_t> tokens = render_from(hi);
+    messages_.erase(messages_.begin(), messages_.begin() + long(hi));  // the oldest user messages and their replies
+    *dropped = int64_t(hi / 2);
+    return tokens;
 }
 
 nlohmann::json ChatSession::to_json() const {

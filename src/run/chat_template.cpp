@@ -180,8 +180,9 @@ std::vector<int32_t> ChatTemplate::end_of_turn_ids() const {
 }
 
 std::vector<ChatTemplate::Part> ChatTemplate::parts(const std::string& system, const std::vector<ChatMessage>& messages,
-                                                    bool add_generation_prompt) const {
+                                                    bool add_generation_prompt, std::vector<size_t>* first) const {
     check_roles(messages, "chat");
+    if (first) first->clear();
     auto text = [](std::string s) { return Part{Part::literal, std::move(s), -1, nullptr}; };
     auto reply = [](std::string s, const ChatMessage& m) { return Part{Part::reply, std::move(s), -1, &m}; };
     const Part brk{Part::boundary, "", -1, nullptr};
@@ -190,6 +191,7 @@ std::vector<ChatTemplate::Part> ChatTemplate::parts(const std::string& system, c
         case TemplateKind::llama2:
             for (size_t i = 0; i < messages.size(); ++i) {
                 const ChatMessage& m = messages[i];
+                if (first) first->push_back(p.size());
                 if (m.role == Role::user) {
                     const std::string content =
                         i == 0 && !system.empty() ? "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + m.content : m.content;
@@ -209,6 +211,7 @@ std::vector<ChatTemplate::Part> ChatTemplate::parts(const std::string& system, c
                 p.push_back(text("\n"));
             }
             for (const ChatMessage& m : messages) {
+                if (first) first->push_back(p.size());
                 if (m.role == Role::user) {
                     p.push_back(text("<|user|>\n" + m.content));
                 } else {
@@ -229,6 +232,7 @@ std::vector<ChatTemplate::Part> ChatTemplate::parts(const std::string& system, c
                 p.push_back(text("\n"));
             }
             for (const ChatMessage& m : messages) {
+                if (first) first->push_back(p.size());
                 p.push_back(special("<|im_start|>"));
                 if (m.role == Role::user) {
                     p.push_back(text("user\n" + m.content));
@@ -257,6 +261,7 @@ std::vector<ChatTemplate::Part> ChatTemplate::parts(const std::string& system, c
                 p.push_back(special("<|eot_id|>"));
             }
             for (const ChatMessage& m : messages) {
+                if (first) first->push_back(p.size());
                 header(role_name(m.role));
                 if (m.role == Role::user) {
                     p.push_back(text("\n\n" + strip(m.content)));
@@ -276,6 +281,7 @@ std::vector<ChatTemplate::Part> ChatTemplate::parts(const std::string& system, c
             if (add_bos_) p.push_back(special(bos_));
             if (!system.empty()) p.push_back(text(system));
             for (const ChatMessage& m : messages) {
+                if (first) first->push_back(p.size());
                 if (m.role == Role::user) {
                     p.push_back(brk);
                     p.push_back(text(m.content));
@@ -304,7 +310,10 @@ std::string ChatTemplate::render_text(const std::string& system, const std::vect
 }
 
 std::vector<int32_t> ChatTemplate::render(const std::string& system, const std::vector<ChatMessage>& messages,
-                                          bool add_generation_prompt) const {
+                                          bool add_generation_prompt, std::vector<size_t>* starts) const {
+    std::vector<size_t> first;  // each message's first part
+    const std::vector<Part> all = parts(system, messages, add_generation_prompt, starts ? &first : nullptr);
+    if (starts) starts->clear();
     std::vector<int32_t> ids;
     std::string segment;  // text since the last special token, generated reply or segment break
     auto flush = [&] {
@@ -313,7 +322,9 @@ std::vector<int32_t> ChatTemplate::render(const std::string& system, const std::
         ids.insert(ids.end(), e.begin(), e.end());
         segment.clear();
     };
-    for (const Part& p : parts(system, messages, add_generation_prompt)) {
+    for (size_t j = 0; j < all.size(); ++j) {
+        const Part& p = all[j];
+        if (starts && starts->size() < first.size() && first[starts->size()] == j) starts->push_back(ids.size());
         switch (p.kind) {
             case Part::literal:
                 segment += p.text;

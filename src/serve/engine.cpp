@@ -156,6 +156,7 @@ void Engine::run() {
                 break;
             }
         step();
+        if (params_.after_turn) params_.after_turn();
     }
 }
 
@@ -258,6 +259,11 @@ void Engine::step() {
                 finish(s, Finish::error, e.what());
             }
         }
+    } catch (const NonFiniteError& e) {
+        // only the sequences whose rows went bad fail; the others did not move on and run again next turn
+        for (Slot* s : rows)
+            if (std::find(e.seqs.begin(), e.seqs.end(), s->seq) != e.seqs.end() || e.seqs.empty())
+                finish(*s, Finish::error, e.what());
     } catch (const std::exception& e) {
         for (Slot* s : rows) finish(*s, Finish::error, e.what());
     }

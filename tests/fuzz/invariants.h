@@ -49,7 +49,7 @@ inline std::string config_violation(const LlamaConfig& c) {
     if (c.num_attention_heads % c.num_key_value_heads != 0) return "kv heads divide heads";
     if (c.head_dim < 2 || c.head_dim % 2 != 0) return "head_dim even";
     if (c.vocab_size < 1 || c.max_position_embeddings < 1) return "vocab, positions >= 1";
-    if (!std::isfinite(c.rms_norm_eps) || !(c.rms_norm_eps > 0)) return "rms_norm_eps";
+    if (!std::isfinite(c.rms_norm_eps) || !(c.rms_norm_eps > 0) || !(c.rms_norm_eps < 1)) return "rms_norm_eps";
     if (!std::isfinite(c.rope_theta) || !(c.rope_theta >= 1)) return "rope_theta";
     if (c.bos_token_id < -1 || c.bos_token_id >= c.vocab_size) return "bos_token_id";
     for (int64_t id : c.eos_token_id)

@@ -30,6 +30,20 @@ int64_t quant_block(QuantType t);                          // weights per block:
 size_t quant_block_bytes(QuantType t);                     // 34, 144, 210
 size_t quant_row_bytes(QuantType t, int64_t K);            // K a multiple of quant_block(t)
 
+// A block's fp16 scale: its byte offset in the block (GGUF layout) and its name in the format (d, dmin). An Inf or
+// NaN there makes every weight of the block non-finite; --check-tensors reads these. A new format lists its own.
+struct QuantScale {
+    size_t offset;
+    const char* name;
+};
+struct QuantScales {
+    QuantScale at[2];
+    int n = 0;
+    const QuantScale* begin() const { return at; }
+    const QuantScale* end() const { return at + n; }
+};
+QuantScales quant_scales(QuantType t);  // q8_0: d at 0; q4_k: d at 0, dmin at 2; q6_k: d at 208
+
 // x [K] (K a multiple of the block) quantized into row_bytes(t, K) bytes with llama.cpp's reference quantizers'
 // algorithms, without an importance matrix (q4_k's candidate errors computed from their sums, so its choices can
 // differ where two candidates nearly tie): q8_0 d = max|x| / 127, q = round(x / d); q4_k the scale and min of each 32 weights

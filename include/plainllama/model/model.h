@@ -12,6 +12,7 @@
 #include "plainllama/io/safetensors.h"
 #include "plainllama/model/quant_scheme.h"
 #include "plainllama/model/weights.h"
+#include "plainllama/sys/error.h"
 
 namespace plainllama {
 
@@ -76,6 +77,14 @@ struct SeqToken {
     int32_t token;
 };
 
+// A hidden state or a logit that is not finite (a NaN or Inf weight or block scale, or activations past f32's
+// range): the message names the layer (or the logits) and the position; `seqs` every sequence of the pass with such a
+// row. The pass did not complete: no sequence moved on (see Context::eval).
+struct NonFiniteError : Error {
+    using Error::Error;
+    std::vector<int> seqs;
+};
+
 class Context {
 public:
     Context(const Model& model, ContextParams params = {});
@@ -87,7 +96,8 @@ public:
     // Runs `tokens` at positions n_past(seq) .. n_past(seq)+n-1 of sequence `seq` and appends them to its cache.
     // Returns logits [n, vocab_size] when all_logits, else [1, vocab_size] for the last token; or null when
     // `abort` said so before the end: the cache then holds the batches of n_batch tokens completed before it
-    // (n_past() tells how many), the rest is not in it.
+    // (n_past() tells how many), the rest is not in it. Every layer's hidden state and the logits are checked:
+    // NonFiniteError when one is NaN or Inf (the cache as after an abort).
     const float* eval(const int32_t* tokens, int64_t n, bool all_logits = false, const Abort& abort = {}, int seq = 0);
     const float* eval(const std::vector<int32_t>& tokens, bool all_logits = false, const Abort& abort = {}) {
         return eval(tokens.data(), int64_t(tokens.size()), all_logits, abort);
@@ -95,7 +105,8 @@ public:
     // One forward pass over one token of each of several sequences (each seq at most once; at most n_batch): every
     // weight is read once for all of them. Returns logits [batch.size(), vocab_size], row i for batch[i]. A row's
     // logits are those eval() gives its sequence alone, bit for bit (matmul and attention are batch-invariant;
-    // BF16 weights need `exact`).
+    // BF16 weights need `exact`). NonFiniteError names the sequences whose rows were not finite; no sequence moved
+    // on, so the others can be run again.
     const float* eval_step(const std::vector<SeqToken>& batch);
 
     int64_t n_past(int seq = 0) const { return n_past_[size_t(seq)]; }
@@ -119,6 +130,10 @@ private:
     bool forward_batch(const int32_t* tokens, int64_t T, const std::vector<Span>& spans, bool all_logits,
                        float* logits, const Abort& abort);
     void check_tokens(const int32_t* tokens, int64_t n) const;
+    // NonFiniteError when x [rows, n] (rows row0 .. of the pass) holds a NaN or Inf; `what` names x, in `layer`
+    // (-1: the logits).
+    void check_finite(const float* x, int64_t rows, int64_t n, int64_t row0, const std::vector<int>& row_seq,
+                      const std::vector<int64_t>& row_pos, int64_t layer, const char* what) const;
     void reserve_scratch(int64_t T);
 
     const Model& model_;

@@ -5,13 +5,15 @@
 #pragma once
 #include <filesystem>
 
+#include "plainllama/io/output.h"
 #include "plainllama/model/model.h"
 
 namespace plainllama {
 
-// Writes `out` (created if missing; an existing model.safetensors there is an error) from a model loaded with a
-// QuantScheme other than none. The file is written beside its final name and renamed into place only once every
-// write and the close have succeeded; any failure is an Error naming the file, and leaves no model.safetensors.
-void save_quantized(const Model& model, const std::filesystem::path& out);
+// Writes the folder (new or empty: see OutputFolder) from a model loaded with a QuantScheme other than none. Every
+// file is written under a partial name and renamed into place only once all of them are complete (model.safetensors
+// last); any failure is an Error naming the file and the errno's text, and leaves nothing behind; so does SIGINT or
+// SIGTERM. The folder is kept once it is complete.
+void save_quantized(const Model& model, OutputFolder& out);
 
 }  // namespace plainllama

@@ -80,6 +80,11 @@ public:
     double total_generate_seconds() const { return total_generate_s_; }
 
 private:
+    // Drops the fewest oldest user/assistant pairs that bring the rendering (with the generation prompt) within
+    // `budget` tokens, or all but the last message; returns that rendering, the pairs dropped in *dropped. Linear in
+    // the conversation's length: a loaded transcript of any size is rendered whole once.
+    std::vector<int32_t> drop_oldest_turns(int64_t budget, int64_t* dropped);
+
     Context& ctx_;
     const Tokenizer& tok_;
     const ChatTemplate& tmpl_;

@@ -92,8 +92,10 @@ public:
     // Token ids. raw: BOS once, the system prompt (if any) as its own segment, every user message as its own
     // segment, every reply continuing the text before it (turn 1 is BOS + encode(u1), as `generate` on u1; as
     // each segment starts with SentencePiece's '▁', a later user message reads as joined by one space).
+    // With `starts`: each message's first id (the ids before its first part; text that a template runs across the
+    // boundary into one segment counts towards the message where the segment ends).
     std::vector<int32_t> render(const std::string& system, const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt) const;
+                                bool add_generation_prompt, std::vector<size_t>* starts = nullptr) const;
     // Ids that end the assistant's turn (llama2, zephyr: </s>; chatml: <|im_end|>; llama3: <|eot_id|>; raw: none);
     // the caller adds the model's EOS ids.
     std::vector<int32_t> end_of_turn_ids() const;
@@ -108,8 +110,9 @@ private:
         int32_t id = -1;                   // special_token: its id, -1 when not in the vocabulary
         const ChatMessage* msg = nullptr;  // reply
     };
+    // first: the index of each message's first part.
     std::vector<Part> parts(const std::string& system, const std::vector<ChatMessage>& messages,
-                            bool add_generation_prompt) const;
+                            bool add_generation_prompt, std::vector<size_t>* first = nullptr) const;
     Part special(const std::string& piece) const;
 
     TemplateKind kind_;
