@@ -27,6 +27,7 @@ int64_t size_of(Dim d, const LlamaConfig& c) {
 // whether matmul reads it, and its field.
 struct Entry {
     const char* name;
+    const char* gguf;  // llama.cpp's name (after "blk.<i>." for a layer's)
     Dim rows, cols;
     bool matrix;
     Weight LayerWeights::*layer_field;
@@ -34,25 +35,29 @@ struct Entry {
 };
 
 const Entry kLayer[] = {
-    {"input_layernorm.weight", Dim::none, Dim::hidden, false, &LayerWeights::input_layernorm, nullptr},
-    {"self_attn.q_proj.weight", Dim::q, Dim::hidden, true, &LayerWeights::q_proj, nullptr},
-    {"self_attn.k_proj.weight", Dim::kv, Dim::hidden, true, &LayerWeights::k_proj, nullptr},
-    {"self_attn.v_proj.weight", Dim::kv, Dim::hidden, true, &LayerWeights::v_proj, nullptr},
-    {"self_attn.o_proj.weight", Dim::hidden, Dim::q, true, &LayerWeights::o_proj, nullptr},
-    {"post_attention_layernorm.weight", Dim::none, Dim::hidden, false, &LayerWeights::post_attention_layernorm,
+    {"input_layernorm.weight", "attn_norm.weight", Dim::none, Dim::hidden, false, &LayerWeights::input_layernorm,
      nullptr},
-    {"mlp.gate_proj.weight", Dim::ffn, Dim::hidden, true, &LayerWeights::gate_proj, nullptr},
-    {"mlp.up_proj.weight", Dim::ffn, Dim::hidden, true, &LayerWeights::up_proj, nullptr},
-    {"mlp.down_proj.weight", Dim::hidden, Dim::ffn, true, &LayerWeights::down_proj, nullptr},
+    {"self_attn.q_proj.weight", "attn_q.weight", Dim::q, Dim::hidden, true, &LayerWeights::q_proj, nullptr},
+    {"self_attn.k_proj.weight", "attn_k.weight", Dim::kv, Dim::hidden, true, &LayerWeights::k_proj, nullptr},
+    {"self_attn.v_proj.weight", "attn_v.weight", Dim::kv, Dim::hidden, true, &LayerWeights::v_proj, nullptr},
+    {"self_attn.o_proj.weight", "attn_output.weight", Dim::hidden, Dim::q, true, &LayerWeights::o_proj, nullptr},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", Dim::none, Dim::hidden, false,
+     &LayerWeights::post_attention_layernorm, nullptr},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", Dim::ffn, Dim::hidden, true, &LayerWeights::gate_proj, nullptr},
+    {"mlp.up_proj.weight", "ffn_up.weight", Dim::ffn, Dim::hidden, true, &LayerWeights::up_proj, nullptr},
+    {"mlp.down_proj.weight", "ffn_down.weight", Dim::hidden, Dim::ffn, true, &LayerWeights::down_proj, nullptr},
 };
 // embed_tokens is gathered row by row, not multiplied; a tied lm_head packs its tensor (see Model).
-const Entry kEmbed = {"model.embed_tokens.weight", Dim::vocab, Dim::hidden, false, nullptr, &ModelWeights::embed_tokens};
-const Entry kNorm = {"model.norm.weight", Dim::none, Dim::hidden, false, nullptr, &ModelWeights::norm};
-const Entry kLmHead = {"lm_head.weight", Dim::vocab, Dim::hidden, true, nullptr, &ModelWeights::lm_head};
+const Entry kEmbed = {"model.embed_tokens.weight", "token_embd.weight", Dim::vocab, Dim::hidden, false, nullptr,
+                      &ModelWeights::embed_tokens};
+const Entry kNorm = {"model.norm.weight", "output_norm.weight", Dim::none, Dim::hidden, false, nullptr,
+                     &ModelWeights::norm};
+const Entry kLmHead = {"lm_head.weight", "output.weight", Dim::vocab, Dim::hidden, true, nullptr, &ModelWeights::lm_head};
 
 TensorSpec spec(const Entry& e, const LlamaConfig& c, int64_t layer) {
     TensorSpec s;
     s.name = layer < 0 ? e.name : "model.layers." + std::to_string(layer) + "." + e.name;
+    s.gguf_name = layer < 0 ? e.gguf : "blk." + std::to_string(layer) + "." + e.gguf;
     if (e.rows != Dim::none) s.shape.push_back(size_of(e.rows, c));
     s.shape.push_back(size_of(e.cols, c));
     s.layer = layer;
@@ -105,21 +110,22 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const LlamaConfig& c, const st
         w.cols = shape.back();
         std::vector<int64_t> want = shape;
         if (auto q = meta.find(kQuantKey + name); q != meta.end()) {
-            const std::string where = t->file + ": tensor '" + name + "'";
+            const std::string where = t->file + ": tensor '" + printable(t->name) + "'";
             if (!parse_quant_type(q->second, &w.quant) || w.quant == QuantType::none)
                 throw Error(where + ": __metadata__ format '" + printable(q->second) + "' (expected q8_0, q4_k or q6_k)");
-            if (!matrix) throw Error(where + ": only the matrices matmul reads can be stored quantized");
+            if (!matrix && name != kEmbed.name)
+                throw Error(where + ": only the matrices and the embedding can be stored quantized");
             if (w.cols % quant_block(w.quant) != 0)
                 throw Error(where + ": " + std::to_string(w.cols) + " columns are not a multiple of " +
                             q->second + "'s block of " + std::to_string(quant_block(w.quant)));
             if (t->dtype != DType::U8) throw Error(where + ": stored as " + q->second + " must be U8, not " + dtype_name(t->dtype));
             want = {w.rows, int64_t(quant_row_bytes(w.quant, w.cols))};
         } else if (t->dtype == DType::U8) {
-            throw Error(t->file + ": tensor '" + name + "' is U8 but __metadata__ names no format for it (" +
-                        kQuantKey + name + ")");
+            throw Error(t->file + ": tensor '" + printable(t->name) +
+                        "' is U8 but __metadata__ names no format for it (" + kQuantKey + name + ")");
         }
         if (t->shape != want)
-            throw Error(t->file + ": tensor '" + name + "' has wrong shape; expected " + shape_str(want) +
+            throw Error(t->file + ": tensor '" + printable(t->name) + "' has wrong shape; expected " + shape_str(want) +
                         ", got " + t->shape_str());
         used.insert(name);
         return w;
