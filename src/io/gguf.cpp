@@ -247,7 +247,8 @@ void GgufFile::parse(const uint8_t* bytes, size_t size) {
                 fail(key, "claims " + std::to_string(v.count) + " strings; the file cannot hold them");
             v.strings.reserve(size_t(v.count));
             for (uint64_t k = 0; k < v.count; ++k)
-                v.strings.push_back(r.string("'" + printable(key) + "' element " + std::to_string(k)));
+                v.strings.push_back(r.string("'" + printable(key) + "'" +
+                                             (v.is_array() ? " element " + std::to_string(k) : std::string())));
         } else {
             const size_t es = scalar_size(v.elem);
             if (v.count > r.left() / es)
@@ -462,7 +463,10 @@ bool is_gguf_model(const std::filesystem::path& path, std::filesystem::path* fil
         }
         return false;
     }
-    if (!fs::is_directory(path, ec)) return ends_gguf(path);  // (a missing FILE.gguf: its error comes from opening it)
+    if (!fs::is_directory(path, ec)) {  // a missing FILE.gguf: its error comes from opening it
+        if (file) *file = path;
+        return ends_gguf(path);
+    }
     if (fs::exists(path / "model.safetensors", ec) || fs::exists(path / "model.safetensors.index.json", ec))
         return false;
     std::vector<fs::path> found;
@@ -479,12 +483,20 @@ bool is_gguf_model(const std::filesystem::path& path, std::filesystem::path* fil
 }
 
 GgufModel::GgufModel(const std::filesystem::path& path) {
-    const std::vector<std::filesystem::path> paths = gguf_parts(path);
-    for (const auto& p : paths) parts_.push_back(std::make_unique<GgufFile>(p));
+    for (const auto& p : gguf_parts(path)) parts_.push_back(std::make_unique<GgufFile>(p));
+    index();
+}
+
+GgufModel::GgufModel(std::unique_ptr<GgufFile> file) {
+    parts_.push_back(std::move(file));
+    index();
+}
+
+void GgufModel::index() {
     const GgufFile& first = *parts_.front();
-    const bool split = paths.size() > 1 || first.find("split.count");
+    const bool split = parts_.size() > 1 || first.find("split.count");
     if (split) {
-        const int64_t n = int64_t(paths.size());
+        const int64_t n = int64_t(parts_.size());
         int64_t total = 0;
         for (int64_t k = 0; k < n; ++k) {
             const GgufFile& f = *parts_[size_t(k)];

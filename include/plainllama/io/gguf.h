@@ -125,6 +125,8 @@ bool is_gguf_model(const std::filesystem::path& path, std::filesystem::path* fil
 class GgufModel {
    public:
     explicit GgufModel(const std::filesystem::path& path);
+    // One file already parsed (the fuzz target's).
+    explicit GgufModel(std::unique_ptr<GgufFile> file);
     const GgufFile& meta() const { return *parts_.front(); }  // the first part: the model's metadata
     const std::vector<std::unique_ptr<GgufFile>>& parts() const { return parts_; }
     const GgufTensor* tensor(const std::string& name) const;
@@ -133,6 +135,8 @@ class GgufModel {
     size_t total_bytes() const;
 
    private:
+    void index();  // checks the parts' split.* keys, indexes their tensors
+
     std::vector<std::unique_ptr<GgufFile>> parts_;
     std::vector<const GgufTensor*> tensors_;
     std::map<std::string, const GgufTensor*, std::less<>> by_name_;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "plainllama/io/gguf.h"
+#include "plainllama/io/gguf_config.h"
 #include "plainllama/model/model.h"
 
 namespace plainllama {
@@ -37,8 +38,6 @@ inline int64_t hf_rope_row(int64_t g, int64_t head_dim) {
     return h * head_dim + (i % 2) * (head_dim / 2) + i / 2;
 }
 
-// The config of a GGUF model from its metadata (and rope_freqs.weight); Error naming the file and the key.
-LlamaConfig gguf_config(const GgufModel& g);
 // A GGUF model's config, checkpoint (tensors under HF names) and weights, nothing packed; read_data false touches
 // no page of the weights (rope_freqs.weight aside).
 ModelFiles open_gguf_model(const std::filesystem::path& file, bool read_data = true);
