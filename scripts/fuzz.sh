@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz, clang++ with -fsanitize=fuzzer,address,undefined) into build-fuzz/ and
 # runs each one for SECONDS (default 60), niced, one job, one worker.
-# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]       TARGET: safetensors, config (default: both)
-#   FUZZ_MAX_LEN  largest input libFuzzer generates (default 65536: the real headers are ~5 KB; the 1 MB seed
-#                 files are read as their first FUZZ_MAX_LEN bytes)
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]       TARGET: safetensors, config, gguf (default: all three)
+#   FUZZ_MAX_LEN  largest input libFuzzer generates (default 65536: the real safetensors headers are ~5 KB, the
+#                 GGUF seeds are shrunk to a few KB; larger seed files are read as their first FUZZ_MAX_LEN bytes)
 # Seeds come from ../shared/models (tests/fuzz/make_corpus.py) and tests/fuzz/regressions/TARGET/; the growing
 # corpus stays in build-fuzz/corpus/TARGET/ between runs. A crash is written to build-fuzz/artifacts/TARGET/:
 # minimise it (build-fuzz/tests/fuzz/fuzz_TARGET -minimize_crash=1 -runs=10000 FILE), fix the parser, and add
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors config)
+((${#targets[@]})) || targets=(safetensors config gguf)
 shared=$(cd .. && pwd)/shared
 [[ -d $shared/models ]] || { echo "fuzz: no $shared/models (../shared beside the project root)" >&2; exit 1; }
 
