@@ -198,6 +198,8 @@ TEST(GgufModelErrors, MetadataAndTensorsMustAgree) {
     EXPECT_TRUE(HasSubstr(
         err([](GgufBuilder& b) { b.find("llama.attention.layer_norm_rms_epsilon")->value = GgufBuilder::raw(2.0f); }),
         "'llama.attention.layer_norm_rms_epsilon' must be in (0, 1), found f32 2"));
+    EXPECT_TRUE(HasSubstr(err([](GgufBuilder& b) { b.u32("llama.expert_count", 8); }),
+                          "'llama.expert_count' is 8: mixture-of-experts models (Mixtral) are not supported"));
     EXPECT_TRUE(HasSubstr(err([](GgufBuilder& b) { b.string("llama.rope.scaling.type", "yarn"); }),
                           "'llama.rope.scaling.type' is \"yarn\"; supported: none, linear"));
     EXPECT_TRUE(HasSubstr(err([](GgufBuilder& b) { b.tensor("blk.1.ffn_up.weight")->type = kGgmlQ4_K; }),
@@ -318,6 +320,23 @@ INSTANTIATE_TEST_SUITE_P(Schemes, GgufRoundTrip,
                          ::testing::Values(QuantScheme::none, QuantScheme::q8_0, QuantScheme::q6_k,
                                            QuantScheme::q4_k_m),
                          [](const auto& i) { return std::string(scheme_name(i.param)); });
+
+TEST(GgufWrite, SixteenBitFoldersKeepTheirTypeAndTheirLogits) {
+    for (const char* name : {"stories260K-f16", "stories260K-bf16"}) {
+        SCOPED_TRACE(name);
+        test::TempDir tmp;
+        const fs::path dir = test::model_dir(name);
+        const Model folder(dir);
+        save_gguf(folder, vocab_of(dir), name, tmp / "s.gguf");
+        const GgufFile g(tmp / "s.gguf");
+        const std::string type = std::string(name).substr(12) == "f16" ? "F16" : "BF16";
+        EXPECT_EQ(std::string(g.tensor("blk.0.attn_q.weight")->type->name), type);
+        EXPECT_EQ(std::string(g.tensor("token_embd.weight")->type->name), type);
+        EXPECT_EQ(std::string(g.tensor("blk.0.attn_norm.weight")->type->name), "F32");  // norms as F32, exactly
+        EXPECT_EQ(g.integer("general.file_type", 0, 99), type == "F16" ? 1 : 32);
+        EXPECT_EQ(logits_of(Model(tmp / "s.gguf"), kIds), logits_of(folder, kIds));
+    }
+}
 
 TEST(GgufWrite, TiedEmbeddingQuantizedApartIsWrittenAsOutput) {
     test::TempDir tmp;

@@ -28,6 +28,9 @@ LlamaConfig gguf_config(const GgufModel& g) {
     const std::string arch = m.string("general.architecture");
     if (arch != "llama")
         throw Error(src + ": 'general.architecture' is \"" + printable(arch) + "\"; only \"llama\" is supported");
+    if (m.integer("llama.expert_count", 0, 1 << 20, false, 0) > 0)
+        throw Error(src + ": 'llama.expert_count' is " + std::to_string(m.integer("llama.expert_count", 0, 1 << 20)) +
+                    ": mixture-of-experts models (Mixtral) are not supported");
     LlamaConfig c;
     c.hidden_size = m.integer("llama.embedding_length", 1, kGgufMaxDim);
     c.intermediate_size = m.integer("llama.feed_forward_length", 1, kGgufMaxDim);

@@ -8,7 +8,8 @@
 //   output.weight absent -> tie_word_embeddings     tokenizer.ggml.bos/eos/eot/eom_token_id -> BOS, EOS ids
 // and, as llama.cpp, the control tokens that end a turn or a text (<|eot_id|>, <|eom_id|>, <|end_of_text|>,
 // <|im_end|>, <|end|>, <end_of_turn>) among the EOS ids. llama.rope.dimension_count must be the head size (no partial
-// RoPE); other rope scalings are refused. Each error is one line naming the file and the key.
+// RoPE); other rope scalings and experts (llama.expert_count > 0: Mixtral) are refused. Each error is one line
+// naming the file and the key.
 #pragma once
 #include "plainllama/io/config.h"
 #include "plainllama/io/gguf.h"
