@@ -111,6 +111,16 @@ TEST(GgufReader, EveryValueTypeReadsBack) {
     EXPECT_EQ(f.integer("missing", 0, 9, false, 7), 7);
 }
 
+TEST(GgufReader, VersionTwoReadsAsThree) {
+    GgufBuilder b = tiny();
+    b.version = 2;
+    const Parsed p = parse(b.bytes());
+    EXPECT_EQ(p.file->version(), 2u);
+    EXPECT_EQ(p.file->string("general.architecture"), "llama");
+    ASSERT_TRUE(p.file->tensor("w"));
+    EXPECT_EQ(p.file->tensor("w")->nbytes, 32u);
+}
+
 TEST(GgufReader, TensorsPointIntoTheFileAtAlignedOffsets) {
     GgufBuilder b = tiny();
     b.add_tensor("q", {32, 3}, kGgmlQ8_0, std::string(3 * 34, '\x01'));
