@@ -42,51 +42,65 @@ def run(args, **kw):
 
 @unittest.skipUnless(INSTALLED, "node or tests/llama_cpp/node_modules is missing (scripts/setup.sh runs npm install)")
 class LlamaCpp(unittest.TestCase):
+    """Every file written, then one llama.cpp process over all of them (its start-up is most of its time)."""
+
+    TS_TEXTS = ["Once upon a time, there was a little girl named Lily.", "\"No!\" said Tom.\nHe ran home."]
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.files = {}
-        for scheme in FILE_TYPES:
-            cls.files["ts-" + scheme] = cls.quantize(os.path.join(SHARED_DIR, "models", "tinystories3M"), scheme)
-        for scheme in ("none", "q8_0"):
-            cls.files["s260-" + scheme] = cls.quantize(os.path.join(SHARED_DIR, "models", "stories260K"), scheme)
+        # The first 16 KB of the stories: more than the chunks scored, quick to tokenize.
+        cls.text = os.path.join(cls.tmp.name, "text.txt")
+        with open(TEXT, "rb") as f, open(cls.text, "wb") as out:
+            out.write(f.read(16384).rsplit(b"\n", 1)[0])
+        cls.cases = json.load(open(os.path.join(SHARED_DIR, "reference", "llama3_tokenizer", "cases.json")))
         l3 = os.path.join(cls.tmp.name, "llama3-tiny")
         run(["/usr/bin/python3", os.path.join(SOURCE_DIR, "scripts", "make_synthetic_model.py"), "--preset",
              "llama3.2-1b", "--hidden-size", "64", "--intermediate-size", "128", "--num-hidden-layers", "2",
              "--num-attention-heads", "4", "--num-key-value-heads", "2", "--dtype", "f16", l3])
         cls.l3_dir = l3
-        cls.files["l3-q8_0"] = cls.quantize(l3, "q8_0")
+        # name -> (folder, --quant, texts, n_ctx, chunks)
+        cls.jobs = {f"ts-{q}": (os.path.join(SHARED_DIR, "models", "tinystories3M"), q, cls.TS_TEXTS, 128, 6)
+                    for q in FILE_TYPES}
+        for q in ("none", "q8_0"):
+            cls.jobs[f"s260-{q}"] = (os.path.join(SHARED_DIR, "models", "stories260K"), q, cls.TS_TEXTS[:1], 64, 4)
+        cls.jobs["l3-q8_0"] = (l3, "q8_0", [c[0] for c in cls.cases], 32, 1)
+        cls.files, specs = {}, []
+        for name, (folder, q, texts, n_ctx, chunks) in cls.jobs.items():
+            out = os.path.join(cls.tmp.name, name + ".gguf")
+            run([BINARY, "quantize", "-m", folder, "-o", out, "--quant", q, "--quiet"])
+            ids = json.loads(run([BINARY, "tokenize", "-m", out, "-f", cls.text, "--json"]))["ids"]
+            cls.files[name] = out
+            specs.append({"model": out, "texts": texts, "ids": ids[: n_ctx * chunks], "n_ctx": n_ctx,
+                          "chunks": chunks})
+        job = os.path.join(cls.tmp.name, "jobs.json")
+        with open(job, "w") as f:
+            json.dump(specs, f)
+        r = subprocess.run(["node", os.path.join(NODE_DIR, "llama_cpp.mjs"), job], capture_output=True, text=True,
+                           timeout=600, cwd=NODE_DIR)
+        cls.node_error = None if r.returncode == 0 else f"node llama_cpp.mjs: exit status {r.returncode}\n{r.stderr}"
+        cls.llama = dict(zip(cls.jobs, json.loads(r.stdout))) if r.returncode == 0 else {}
 
     @classmethod
     def tearDownClass(cls):
         cls.tmp.cleanup()
 
-    @classmethod
-    def quantize(cls, model, scheme):
-        out = os.path.join(cls.tmp.name, f"{os.path.basename(model)}-{scheme}.gguf")
-        run([BINARY, "quantize", "-m", model, "-o", out, "--quant", scheme, "--quiet"])
-        return out
+    def llama_cpp(self, name):
+        self.assertIsNone(self.node_error)
+        return self.llama[name]
 
-    def llama_cpp(self, model, texts=(), n_ctx=128, chunks=0):
-        ids = json.loads(run([BINARY, "tokenize", "-m", model, "-f", TEXT, "--json"]))["ids"] if chunks else []
-        job = os.path.join(self.tmp.name, "job.json")
-        with open(job, "w") as f:
-            json.dump({"model": model, "texts": list(texts), "ids": ids[: n_ctx * chunks], "n_ctx": n_ctx,
-                       "chunks": chunks}, f)
-        r = subprocess.run(["node", os.path.join(NODE_DIR, "llama_cpp.mjs"), job], capture_output=True, text=True,
-                           timeout=300, cwd=NODE_DIR)
-        self.assertEqual(r.returncode, 0, f"node llama_cpp.mjs on {model}:\n{r.stderr}")
-        return json.loads(r.stdout)
-
-    def ours(self, model, n_ctx, chunks):
-        out = run([BINARY, "perplexity", "-m", model, "-f", TEXT, "-c", str(n_ctx), "--chunks", str(chunks),
-                   "--json", "-t", "1", "--quiet"])
+    def ours(self, name):
+        _, _, _, n_ctx, chunks = self.jobs[name]
+        out = run([BINARY, "perplexity", "-m", self.files[name], "-f", self.text, "-c", str(n_ctx), "--chunks",
+                   str(chunks), "--json", "-t", "1", "--quiet"])
         return json.loads(out)["chunk_ppl"]
 
-    def our_ids(self, model, text):
-        return json.loads(run([BINARY, "tokenize", "-m", model, "--no-bos", "--json", "-f", "-"], input=text))["ids"]
+    def our_ids(self, name, text):
+        return json.loads(run([BINARY, "tokenize", "-m", self.files[name], "--no-bos", "--json", "-f", "-"],
+                              input=text))["ids"]
 
-    def check_perplexity(self, name, theirs, ours, chunk_tol, mean_tol):
+    def check_perplexity(self, name, chunk_tol, mean_tol):
+        theirs, ours = self.llama_cpp(name)["chunk_ppl"], self.ours(name)
         self.assertEqual(len(theirs), len(ours), name)
         for c, (a, b) in enumerate(zip(theirs, ours)):
             self.assertLess(abs(a / b - 1), chunk_tol, f"{name} chunk {c}: llama.cpp {a:.6f}, plainllama {b:.6f}")
@@ -94,8 +108,8 @@ class LlamaCpp(unittest.TestCase):
         self.assertLess(abs(mean(theirs) / mean(ours) - 1), mean_tol,
                         f"{name}: llama.cpp {mean(theirs):.6f}, plainllama {mean(ours):.6f}")
 
-    def check_metadata(self, j, config, file_type):
-        m = j["metadata"]
+    def check_metadata(self, name, config, file_type):
+        m = self.llama_cpp(name)["metadata"]
         self.assertEqual(m["general"]["architecture"], "llama")
         self.assertEqual(m["general"]["file_type"], file_type)
         ll = m["llama"]
@@ -110,36 +124,30 @@ class LlamaCpp(unittest.TestCase):
 
     def test_tinystories_in_every_format(self):
         config = json.load(open(os.path.join(SHARED_DIR, "models", "tinystories3M", "config.json")))
-        texts = ["Once upon a time, there was a little girl named Lily.", "\"No!\" said Tom.\nHe ran home."]
+        self.assertEqual(self.llama_cpp("ts-none")["tokens"], [self.our_ids("ts-none", t) for t in self.TS_TEXTS])
         for scheme, file_type in FILE_TYPES.items():
             with self.subTest(scheme=scheme):
-                model = self.files["ts-" + scheme]
-                j = self.llama_cpp(model, texts, n_ctx=128, chunks=8)
-                self.check_metadata(j, config, file_type)
-                self.assertEqual(j["tensors"], 3 + 9 * config["num_hidden_layers"])
-                self.assertEqual(j["tokens"], [self.our_ids(model, t) for t in texts])
-                tol = (1e-3, 3e-4) if scheme == "none" else (1e-2, 4e-3)
-                self.check_perplexity(scheme, j["chunk_ppl"], self.ours(model, 128, 8), *tol)
+                name = "ts-" + scheme
+                self.check_metadata(name, config, file_type)
+                self.assertEqual(self.llama_cpp(name)["tensors"], 3 + 9 * config["num_hidden_layers"])
+                self.assertEqual(self.llama_cpp(name)["tokens"], self.llama_cpp("ts-none")["tokens"])
+                self.check_perplexity(name, *((1e-3, 3e-4) if scheme == "none" else (1e-2, 4e-3)))
 
     def test_stories_tied(self):
         config = json.load(open(os.path.join(SHARED_DIR, "models", "stories260K", "config.json")))
+        self.assertEqual(self.llama_cpp("s260-none")["tokens"], [self.our_ids("s260-none", self.TS_TEXTS[0])])
         for scheme in ("none", "q8_0"):
             with self.subTest(scheme=scheme):
-                model = self.files["s260-" + scheme]
-                j = self.llama_cpp(model, ["Lily saw a big dog."], n_ctx=64, chunks=4)
-                self.check_metadata(j, config, FILE_TYPES[scheme])
+                name = "s260-" + scheme
+                self.check_metadata(name, config, FILE_TYPES[scheme])
                 # no output.weight when the float embedding is the output projection; a q8_0 copy of it otherwise
-                self.assertEqual(j["tensors"], 2 + 9 * 5 + (scheme != "none"))
-                self.assertEqual(j["tokens"], [self.our_ids(model, "Lily saw a big dog.")])
-                tol = (1e-3, 3e-4) if scheme == "none" else (1e-2, 4e-3)
-                self.check_perplexity(scheme, j["chunk_ppl"], self.ours(model, 64, 4), *tol)
+                self.assertEqual(self.llama_cpp(name)["tensors"], 2 + 9 * 5 + (scheme != "none"))
+                self.check_perplexity(name, *((1e-3, 3e-4) if scheme == "none" else (1e-2, 4e-3)))
 
     def test_llama3_vocabulary_template_and_rope_factors(self):
         config = json.load(open(os.path.join(self.l3_dir, "config.json")))
-        model = self.files["l3-q8_0"]
-        cases = json.load(open(os.path.join(SHARED_DIR, "reference", "llama3_tokenizer", "cases.json")))
-        j = self.llama_cpp(model, [c[0] for c in cases], n_ctx=32, chunks=1)
-        self.check_metadata(j, config, FILE_TYPES["q8_0"])
+        self.check_metadata("l3-q8_0", config, FILE_TYPES["q8_0"])
+        j = self.llama_cpp("l3-q8_0")
         m = j["metadata"]
         self.assertEqual(m["tokenizer"]["ggml"]["model"], "gpt2")
         self.assertEqual(m["tokenizer"]["ggml"]["pre"], "llama-bpe")
@@ -148,9 +156,9 @@ class LlamaCpp(unittest.TestCase):
         self.assertEqual(m["tokenizer"]["chat_template"], template)
         self.assertEqual(j["bos"], 128000)
         self.assertEqual(j["tensors"], 3 + 9 * 2 + 1)  # output (q8_0 copy of the tied embedding), rope_freqs
-        for (text, ids), got in zip(cases, j["tokens"]):
+        for (text, ids), got in zip(self.cases, j["tokens"]):
             self.assertEqual(got, ids, text)
-        self.check_perplexity("l3", j["chunk_ppl"], self.ours(model, 32, 1), 1e-3, 1e-3)
+        self.check_perplexity("l3-q8_0", 1e-3, 1e-3)
 
 
 if __name__ == "__main__":
