@@ -24,14 +24,6 @@
 #include "hostile_util.h"
 #include "test_util.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define PLAINLLAMA_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define PLAINLLAMA_ASAN 1
-#endif
-#endif
-
 namespace plainllama {
 namespace {
 
