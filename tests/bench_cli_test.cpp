@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "plainllama/io/dtype.h"
-#include "plainllama/kernels/membw.h"
+#include "plainllama/bench/read_bandwidth.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 #include "plainllama/sys/threads.h"

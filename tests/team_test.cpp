@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/kernels/testing.h"
 
 namespace plainllama {
 namespace {

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""The per-ISA kernel objects (src/kernels/isa/{scalar,avx2,avx512}.cpp) define nothing the linker could share with the
-rest of the program: no weak or unique symbol (an inline function or template left out of line there is compiled for
-that file's instruction set, and the linker may keep that copy for every caller, which would then crash on a CPU
-without it), and no global symbol but their table getter.
+"""The per-ISA kernel objects (src/kernels/isa/{scalar,avx2,avx512,avx512_quant}.cpp) define nothing the linker could
+share with the rest of the program: no weak or unique symbol (an inline function or template left out of line there is
+compiled for that file's instruction set, and the linker may keep that copy for every caller, which would then crash on
+a CPU without it), and no global symbol but their table getter (avx512.cpp) or the entry points its tables point at
+(avx512_quant.cpp: avx512_quant.h), plain functions defined once.
 
 Run by ctest with PLAINLLAMA_ISA_OBJECTS (the object files, ':'-separated). Last line: "N passed, N failed".
 """
@@ -16,10 +17,13 @@ import unittest_summary
 
 OBJECTS = [p for p in os.environ.get("PLAINLLAMA_ISA_OBJECTS", "").split(":") if p]
 SANITIZED = os.environ.get("PLAINLLAMA_SANITIZE") == "ON"
-# Global symbols allowed: the table getters, what the sanitizers add to every object, and the C++ runtime's
-# exception-personality pointer (data, the same in every object).
+# The objects by file name.
+NAMES = ["scalar.cpp.o", "avx2.cpp.o", "avx512.cpp.o", "avx512_quant.cpp.o"]
+# Global symbols allowed: the table getters, avx512_quant.cpp's entry points (strong: type T), what the sanitizers add
+# to every object, and the C++ runtime's exception-personality pointer (data, the same in every object).
 ALLOWED = re.compile(r"^(plainllama::isa::\w+_kernels\(\)|_*asan\w*|__odr_asan\w*|__ubsan\w*"
                      r"|DW\.ref\.__gxx_personality_v0)$")
+ENTRY_POINT = re.compile(r"^plainllama::isa::avx512::\w+\(.*\)$")
 
 
 def defined_symbols(obj):
@@ -35,13 +39,15 @@ def defined_symbols(obj):
 
 class IsaObjects(unittest.TestCase):
     def test_objects_given(self):
-        self.assertEqual(len(OBJECTS), 3, OBJECTS)
+        self.assertEqual(sorted(os.path.basename(o) for o in OBJECTS), sorted(NAMES), OBJECTS)
 
     def test_only_local_symbols_and_the_getters(self):
         for obj in OBJECTS:
             with self.subTest(obj=os.path.basename(obj)):
+                quant = os.path.basename(obj) == "avx512_quant.cpp.o"
                 bad = [f"{t} {name}" for t, name in defined_symbols(obj)
-                       if (t in "VWuvw" or t.isupper()) and not ALLOWED.match(name)]
+                       if (t in "VWuvw" or t.isupper()) and not ALLOWED.match(name)
+                       and not (quant and t == "T" and ENTRY_POINT.match(name))]
                 self.assertEqual(bad, [], obj)
 
     def test_no_start_up_code(self):
@@ -58,30 +64,37 @@ class IsaObjects(unittest.TestCase):
     def test_each_object_exports_its_getter(self):
         for obj in OBJECTS:
             names = {name for t, name in defined_symbols(obj) if t == "T"}
-            self.assertTrue(any(n.startswith("plainllama::isa::") and n.endswith("_kernels()") for n in names), obj)
+            if os.path.basename(obj) == "avx512_quant.cpp.o":
+                self.assertTrue(any(ENTRY_POINT.match(n) for n in names), obj)
+            else:
+                self.assertTrue(any(n.startswith("plainllama::isa::") and n.endswith("_kernels()") for n in names), obj)
 
     def test_decode_kernels_prefetch(self):
         # Decode streams the weights with software prefetches (see avx512.cpp): a prefetch that GCC may drop (a
         # helper it judged free of side effects and removed, once) costs half the decode speed and no test else
         # notices. Every decode kernel of the vector tables, for each weight format, contains prefetch instructions
-        # (but the out-of-line cold parts a sanitizer build splits off; in the zen5 tuning some prefetch only each 4 KiB
-        # page's first line, in zen4's none, and the function holding those bodies holds intel's too).
-        for obj in OBJECTS:
-            if os.path.basename(obj).startswith("scalar"):
-                continue
-            out = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", obj], capture_output=True, text=True,
-                                 check=True).stdout
-            functions, name = {}, None
-            for line in out.splitlines():
-                m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
-                if m:
-                    name = m.group(1)
-                    functions.setdefault(name, 0)
-                elif name and re.search(r"\sprefetch(t[012]|nta|w)\s", line):
-                    functions[name] += 1
+        # (but the out-of-line cold parts a sanitizer build splits off, and avx512_quant.cpp's entry points, which jump
+        # to the kernels; in the zen5 policy some prefetch only each 4 KiB page's first line, in zen4's none, and the
+        # function holding those bodies holds the default policy's too). The AVX-512 kernels are in two objects.
+        for isa in ("avx2", "avx512"):
+            functions = {}
+            for obj in OBJECTS:
+                if os.path.basename(obj) not in (f"{isa}.cpp.o", f"{isa}_quant.cpp.o"):
+                    continue
+                out = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", obj], capture_output=True,
+                                     text=True, check=True).stdout
+                name = None
+                for line in out.splitlines():
+                    m = re.match(r"^[0-9a-f]+ <(.*)>:$", line)
+                    if m:
+                        name = m.group(1)
+                        functions.setdefault(name, 0)
+                    elif name and re.search(r"\sprefetch(t[012]|nta|w)\s", line):
+                        functions[name] += 1
             for kernel in ("::matvec<", "::matvec_q8_0_x16", "::matvec_q4_k_x16", "::matvec_q6_k_x16"):
-                with self.subTest(obj=os.path.basename(obj), kernel=kernel):
-                    found = {n: c for n, c in functions.items() if kernel in n and "[clone .cold]" not in n}
+                with self.subTest(isa=isa, kernel=kernel):
+                    found = {n: c for n, c in functions.items()
+                             if kernel in n and "[clone .cold]" not in n and not ENTRY_POINT.match(n)}
                     self.assertTrue(found, kernel)
                     self.assertEqual([n for n, c in found.items() if c == 0], [])
 

@@ -13,7 +13,9 @@
 
 #include "plainllama/io/config.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/kernels/testing.h"
 #include "plainllama/run/chat_template.h"
+#include "plainllama/sys/team.h"
 
 // PLAINLLAMA_ASAN: defined in a build with AddressSanitizer (the sanitizer job's), for tests that cannot run there or
 // that it would only slow down.

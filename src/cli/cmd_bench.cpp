@@ -1,5 +1,5 @@
-// plainllama bench: prompt-processing and generation speed (llama-bench's pp/tg), with effective GB/s
-// for generation against the machine's read bandwidth measured in the same run.
+// plainllama bench: prompt-processing and generation speed (llama-bench's pp/tg), with generation's effective read
+// rate set against the machine's read bandwidth measured in the same run.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "commands.h"
 #include "common.h"
 #include "plainllama/kernels/kernels.h"
-#include "plainllama/kernels/membw.h"
+#include "plainllama/bench/read_bandwidth.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 
@@ -144,7 +144,7 @@ Run add_bench(CLI::App& app) {
             return int32_t(std::max_element(logits, logits + c.vocab_size) - logits);
         };
         // One run: pp seconds for the prompt, tg seconds summed over the single-token evals only; with a test, a pass
-        // of it over `test_bytes` after each token (untimed), its GB/s appended to *passes.
+        // of it over `test_bytes` after each token (untimed), its rate appended to *passes.
         auto run = [&](int64_t p, int64_t n, double* pp_secs, double* tg_secs, ReadBandwidthTest* test = nullptr,
                        size_t test_bytes = 0, std::vector<double>* passes = nullptr) {
             std::vector<int32_t> prompt(static_cast<size_t>(p));  // [p]
@@ -170,9 +170,8 @@ Run add_bench(CLI::App& app) {
 
         // On shared machines the read bandwidth moves from one second to the next, so generation is set against passes
         // of the test taken in turn with it. A model larger than the last-level cache (read from memory at every token)
-        // has a pass over as many bytes as a token reads after each token, and one build's share then varies less
-        // (TinyLlama Q4_K_M, Intel, the prefetched read alone: 84-92%, most runs 85-88%, where passes between runs
-        // gave 81-93% within minutes). A model within the cache has one pass before the runs and one after each, and
+        // has a pass over as many bytes as a token reads after each token, and one build's share then varies less than
+        // against passes between runs. A model within the cache has one pass before the runs and one after each, and
         // each run follows a warm-up, so it finds the caches as the model left them, not as the test did. The
         // bandwidth is the mean of the passes (per run: of the token passes, or of the two passes on either side).
         const size_t llc = last_level_cache_bytes(), bw_bytes = default_bandwidth_test_bytes();

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/sys/team.h"
 
 namespace plainllama {
 
@@ -11,9 +12,8 @@ namespace {
 constexpr int64_t kTokenChunk = 32;  // query tokens per work item
 // Decode's attention reads K and V rows that the weights streamed since the last token have pushed out of every cache:
 // its work items go to the threads from a sixteenth of kParallelWork (QK multiply-adds), and each item prefetches the
-// K and V lines it reads before its products, so that the misses overlap rather than follow one another. TinyLlama
-// shape, 2 threads, 1-64 positions, us per layer: 31.4-31.6 before, 24.4-26.0 with the lower threshold, 27.0-29.0 with
-// the prefetch, 18.8-24.0 with both. At most the first kPrefetchBytes of each: the hardware prefetcher follows a run
+// K and V lines it reads before its products, so that the misses overlap rather than follow one another (each helps
+// alone, more together). At most the first kPrefetchBytes of each: the hardware prefetcher follows a run
 // once started, and a long context's rows would not all stay in L2 until they are read (prefill reuses them too).
 constexpr int64_t kParallelAttention = kParallelWork / 16;
 constexpr size_t kPrefetchBytes = 64 << 10;

@@ -12,6 +12,7 @@
 
 #include "isa/isa.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/kernels/testing.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {

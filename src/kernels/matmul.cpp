@@ -27,12 +27,9 @@ using isa::MicroTile;
 static_assert(kNR == kPanel, "the ISA tables' panel width is kPanel");
 
 // Fewest tokens for which a product with quantized weights runs as a GEMM on dequantized panels (below: each token as
-// decode, a cache-sized run of panels for all the tokens before the next, so the weights are read from memory once).
-// TinyLlama Q4_K_M, 2 threads, tok/s, token by token against the GEMM in one sitting: pp64 72 / 52, pp96 76 / 62,
-// pp128 64 / 69, pp256 83 / 90. With the AVX tables' q4_k kernel (several tokens per unpacked tile) the integer
-// products win at every length (AVX-512: pp128 92-96 / 70-76, pp512 105-111 / 93-99), and so do the AVX-512 q8_0 and
-// q6_k kernels for several tokens (Zen 5, TinyLlama pp128: Q8_0 325-336 / 127-130, Q6_K 227-274 / 136-140; AVX2's
-// q8_0 tokens in turn 88-92 / 70-71, q6_k pairs 74-76 / 74-75): products of tiled matrices alone use them always, in
+// decode, a cache-sized run of panels for all the tokens before the next, so the weights are read from memory once):
+// token by token wins for short prompts, the GEMM for long ones. The several-token kernels on tiles (each tile
+// unpacked once for several tokens) win at every length, so products of tiled matrices alone use them always, in
 // every variant (matmul_many); this threshold is for matrices whose rows are not tiled (N not a multiple of 16).
 constexpr int64_t kQuantGemmRows = 128;
 // Bytes of quantized weights run through for every token before the next (in L2 meanwhile).
@@ -44,13 +41,11 @@ constexpr int64_t kShareStartBytes = 16 << 10;
 constexpr int64_t kDecodeClaimPart = 4;
 // Decode: bytes at the start of each worker's share of the next product (MatmulNext) sent into its L2 after its part
 // of this one, while the caller runs the steps in between (the norms, RoPE, attention's start, SwiGLU: the memory
-// would idle). TinyLlama Q4_K_M, 2 threads, one process per variant in turn, medians of 40 tokens: decode 63.2-64.6
-// -> 65.3-66.7 GB/s at 192 KiB in 3 of 3 pairs; 128-256 KiB alike, 512 KiB no better than none (the L2's other
-// contents, and the worker's late start on attention). BF16 alike with and without.
+// would idle). Much more than this pushes out the L2's other contents and delays the worker's start on attention.
 constexpr int64_t kNextShareBytes = 192 << 10;
 
 // kKC: a panel block [kKC][kNR] f32 (256 KiB) lives in L2, and fewer blocks mean fewer passes over the output tile
-// (2048 measured faster than 256 .. 1024).
+// (2048 is faster than 256 .. 1024).
 constexpr int64_t kMR = 6, kKC = 2048;
 static_assert(kKC % 2 == 0, "BF16 pairs must not straddle K blocks");
 
@@ -81,8 +76,7 @@ void tile_rows(const MicroTile<E>* tiles, float* out, int64_t N, const float* x,
 // Tokens are split too when there are few output blocks, so every thread has work. Below kParallelWork, with one
 // thread, or inside a team step or an OpenMP region (attention's products, perplexity's contexts), the tiles run in
 // turn on this thread (use_threads): an OpenMP team of one thread, with its dynamic schedule, was most of decode's
-// attention once (TinyLlama shape, 32 keys, caches warm: 13.8-19.8 -> 8.1-12.6 us per layer; in decode itself 33-35
-// -> 22-27 us).
+// attention once.
 template <class Tile>
 void for_each_tile(int64_t T_, int64_t N, int64_t K, const Tile& tile) {
     const int64_t n_blocks = (N + kNR - 1) / kNR;
@@ -185,16 +179,10 @@ void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const 
 // (prefetch and all) only where it would otherwise wait. A share is one word, begin << 32 | end, changed by
 // compare-and-swap (by its owner, and by a thread moving its back half) or, while empty, stored by its owner: its begin
 // only rises and its end only falls until then, and the panels it then gets were never in it before, so no swap can
-// succeed on a stale word. Decode with the even split alone waited at the step's end for 8-10% of every matmul's time
-// (one thread or the other gets more of the memory bandwidth at any moment: TinyLlama Q4_K_M, 2 threads, the threads'
-// finish times 66-87 kcycles apart per call on average); pieces handed out from one counter fixed the wait but cost
-// each call about 10 us of restarts (a piece's first tiles come without prefetch). Decode claims a quarter of what is
-// left at a time rather than a panel: a thread's share of TinyLlama's q/k/v (40 panels) is taken in 14 claims, not 40
-// (each a locked compare-and-swap and a call into the kernel). Zen 4, 2 threads, in one process, the two alternating:
-// TinyLlama Q4_K_M decode token by token, 78.0-83.4% -> 81.3-87.5% of a read of as many bytes at 52-60 GB/s (2-7%),
-// higher in 12 of 12 runs of 16 tokens each, at 31-37 GB/s alike (higher in 5 of 13, within 4 points); q4_k [5632,
-// 2048] products, 600 MB at a time: 6.3% faster (median) at 46-61 GB/s, in 28 of 34 rounds, 1.4% at 25-45; an eighth or
-// a sixteenth 4.3-4.4% faster. On Zen 5 a quarter or an eighth was alike (decode 67.5 and 68.4 against 67.8 GB/s).
+// succeed on a stale word. With the even split alone, decode waited at each step's end for the thread that the memory
+// served less at that moment; pieces handed out from one counter fixed the wait but restarted the stream (a piece's
+// first tiles come without prefetch) at every piece. Decode claims a quarter of what is left at a time rather than a
+// panel: far fewer claims (each a locked compare-and-swap and a call into the kernel), and longer runs of the stream.
 class Shares {
   public:
     Shares(int64_t n, int nt, int64_t claim, int64_t part)
@@ -288,13 +276,9 @@ void matvec_many(const Kernels& ks, const MatmulJob* jobs, int n_jobs, const flo
     Shares shares(panels, nt, T_ == 1 ? 1 : std::max<int64_t>(1, kRowsChunkBytes / panel_bytes),
                   T_ == 1 ? kDecodeClaimPart : 0);
     // Decode: every thread quantizes x itself (the same bytes) rather than one before the step while the others
-    // wait: the same time before the first weights are read, with no barrier. 2 threads, a q4_k [2048, 2048] or
-    // [2048, 5632] per call, out of cache, the calls alternating with a read stream of as many bytes: 94.6-97.9% ->
-    // 95.7-99.9% and 85.5-90.1% -> 88.3-91.5% of the stream's rate, higher in 6 of 6 sittings. Several tokens: once,
-    // before (a copy per thread would cost each thread the whole batch, in time and memory). In decode each thread
-    // first sends the start of its share into L2 (kShareStartBytes), where its stream would otherwise wait for x to be
-    // quantized: the same alternation, 2 threads, 16 KiB, against the stream's rate, 0.4-5.7 points higher in 20 of
-    // 20 sittings (q4_k [2048, 2048] and [2048, 5632], q6_k and BF16 [2048, 2048]); 8 KiB less, 32-64 KiB no more.
+    // wait: the same time before the first weights are read, with no barrier. Several tokens: once, before (a copy per
+    // thread would cost each thread the whole batch, in time and memory). In decode each thread first sends the start
+    // of its share into L2 (kShareStartBytes), where its stream would otherwise wait for x to be quantized.
     const QuantizedX shared_xq = T_ > 1 ? quantize_x(ks, jobs, n_jobs, x, T_, K) : QuantizedX{};
     auto run = [&](int t) {  // thread t of nt
         if (T_ == 1)

@@ -60,26 +60,26 @@ void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb, in
             if (t == QuantType::q8_0) {
                 std::memcpy(tiles + 2 * r, blk, 2);
                 for (int k = 0; k < 8; ++k)
-                    for (int i = 0; i < 4; ++i) tiles[32 + 64 * k + 4 * r + i] = uint8_t(blk[2 + 4 * k + i] ^ 0x80);
+                    for (int i = 0; i < 4; ++i) tiles[q8_qs_line(k) + 4 * r + i] = uint8_t(blk[2 + 4 * k + i] ^ 0x80);
                 continue;
             }
             if (t == QuantType::q6_k) {
                 uint8_t* body = tiles + q6_body(first + b);
                 std::memcpy(tiles + q6_d(first + b) + 2 * r, blk + 208, 2);
-                for (int j = 0; j < 16; ++j) body[16 * j + r] = blk[192 + j];
+                for (int j = 0; j < 16; ++j) body[q6_scales(j) + r] = blk[192 + j];
                 for (int k = 0; k < 32; ++k) std::memcpy(body + q6_ql_line(k) + 4 * r, blk + 4 * k, 4);        // ql
                 for (int k = 0; k < 16; ++k) std::memcpy(body + q6_qh_line(k) + 4 * r, blk + 128 + 4 * k, 4);  // qh
                 continue;
             }
             std::memcpy(tiles + 2 * r, blk, 2);
-            std::memcpy(tiles + 32 + 2 * r, blk + 2, 2);
+            std::memcpy(tiles + kQ4Dmin + 2 * r, blk + 2, 2);
             const uint8_t* s = blk + 4;
             for (int j = 0; j < 8; ++j) {
-                tiles[64 + 16 * j + r] = uint8_t(j < 4 ? s[j] & 63 : (s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4);
-                tiles[192 + 16 * j + r] = uint8_t(j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4);
+                tiles[q4_scales(j) + r] = uint8_t(j < 4 ? s[j] & 63 : (s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4);
+                tiles[q4_mins(j) + r] = uint8_t(j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | (s[j] >> 6) << 4);
             }
             for (int k = 0; k < 32; ++k)  // chunk k = 8 gr + c
-                std::memcpy(tiles + 320 + 64 * k + 4 * r, blk + 16 + 4 * k, 4);
+                std::memcpy(tiles + q4_qs_line(k) + 4 * r, blk + 16 + 4 * k, 4);
         }
 }
 
@@ -89,7 +89,7 @@ void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, in
         if (t == QuantType::q6_k) {
             const uint8_t* body = tiles + q6_body(first + b);
             std::memcpy(dst + 208, tiles + q6_d(first + b) + 2 * r, 2);
-            for (int j = 0; j < 16; ++j) dst[192 + j] = body[16 * j + r];
+            for (int j = 0; j < 16; ++j) dst[192 + j] = body[q6_scales(j) + r];
             for (int k = 0; k < 32; ++k) std::memcpy(dst + 4 * k, body + q6_ql_line(k) + 4 * r, 4);
             for (int k = 0; k < 16; ++k) std::memcpy(dst + 128 + 4 * k, body + q6_qh_line(k) + 4 * r, 4);
             continue;
@@ -97,13 +97,13 @@ void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, in
         std::memcpy(dst, tiles + 2 * r, 2);
         if (t == QuantType::q8_0) {
             for (int k = 0; k < 8; ++k)
-                for (int i = 0; i < 4; ++i) dst[2 + 4 * k + i] = uint8_t(tiles[32 + 64 * k + 4 * r + i] ^ 0x80);
+                for (int i = 0; i < 4; ++i) dst[2 + 4 * k + i] = uint8_t(tiles[q8_qs_line(k) + 4 * r + i] ^ 0x80);
             continue;
         }
-        std::memcpy(dst + 2, tiles + 32 + 2 * r, 2);
+        std::memcpy(dst + 2, tiles + kQ4Dmin + 2 * r, 2);
         uint8_t* s = dst + 4;
         for (int j = 0; j < 8; ++j) {
-            const int sc = tiles[64 + 16 * j + r], m = tiles[192 + 16 * j + r];
+            const int sc = tiles[q4_scales(j) + r], m = tiles[q4_mins(j) + r];
             if (j < 4) {
                 s[j] = uint8_t(sc);
                 s[j + 4] = uint8_t(m);
@@ -113,7 +113,7 @@ void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, in
                 s[j] = uint8_t(s[j] | (m >> 4) << 6);
             }
         }
-        for (int k = 0; k < 32; ++k) std::memcpy(dst + 16 + 4 * k, tiles + 320 + 64 * k + 4 * r, 4);
+        for (int k = 0; k < 32; ++k) std::memcpy(dst + 16 + 4 * k, tiles + q4_qs_line(k) + 4 * r, 4);
     }
 }
 

@@ -9,7 +9,9 @@
 
 #include "isa/isa.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/kernels/testing.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/sys/team.h"
 
 namespace plainllama {
 namespace {
@@ -85,6 +87,8 @@ void add_inplace(float* y, const float* x, int64_t n) {
     const isa::Kernels& ks = isa::active();
     split(n, 16384, 4 * kParallelWork, [&](int64_t b, int64_t e) { ks.add(y + b, x + b, e - b); });
 }
+
+float sum_stream(const float* p, int64_t n, ReadWay way) { return isa::active().sum_stream(p, n, way); }
 
 void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K) {
     std::vector<float> row(static_cast<size_t>(K));

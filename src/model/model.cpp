@@ -13,6 +13,7 @@
 #include "plainllama/model/gguf_model.h"
 #include "plainllama/model/rope.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/sys/team.h"
 #include "plainllama/sys/threads.h"
 
 namespace plainllama {

@@ -3,6 +3,7 @@
 #include "plainllama/sys/team.h"
 
 #include <immintrin.h>
+#include <omp.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -173,6 +174,10 @@ void team_run(int n, void (*f)(void* ctx, int t), void* ctx) {
 }
 
 bool in_team_step() { return t_in_step; }
+
+bool use_threads(bool enough_work) {
+    return enough_work && thread_count() > 1 && !omp_in_parallel() && !in_team_step();
+}
 
 void prefetch_after_step(const void* p, size_t bytes) {
     if (t_worker && t_n_after < kAfterStepRanges) t_after[t_n_after++] = {static_cast<const char*>(p), bytes};

@@ -14,6 +14,7 @@
 
 #include "plainllama/io/dtype.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/kernels/testing.h"
 
 namespace plainllama {
 namespace {

@@ -2,75 +2,42 @@
 // Row-major, except weight matrices, packed into panels (below); weights may be F32, F16 or BF16 and are converted
 // inside the kernels.
 #pragma once
-#include <omp.h>
-
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <string>
-#include <vector>
 
 #include "plainllama/io/dtype.h"
 #include "plainllama/kernels/quant.h"
-#include "plainllama/sys/team.h"
-#include "plainllama/sys/threads.h"
 
 namespace plainllama {
 
-// Below this many multiply-adds (~20 us on one core) a kernel stays on the calling thread: waking the
-// team costs microseconds on an idle machine and far more on a busy one.
+// Below this many multiply-adds a kernel stays on the calling thread (sys/team.h: parallel_for, use_threads): waking
+// the team costs microseconds on an idle machine and far more on a busy one, more than such work takes on one core.
 constexpr int64_t kParallelWork = 1 << 17;
-
-// Whether a kernel with `enough_work` for the threads runs a step on the team (sys/team.h): only with more than one
-// thread (thread_count()) and not already inside a step or an OpenMP region (perplexity's contexts). Otherwise its
-// work runs in turn on the calling thread.
-inline bool use_threads(bool enough_work) {
-    return enough_work && thread_count() > 1 && !omp_in_parallel() && !in_team_step();
-}
-
-// f(i) for i in [0, n): over the threads (an even split of [0, n), in order) when use_threads(parallel), else in turn
-// on this thread.
-template <class F>
-void parallel_for(int64_t n, bool parallel, const F& f) {
-    if (!use_threads(parallel)) {
-        for (int64_t i = 0; i < n; ++i) f(i);
-        return;
-    }
-    const int nt = thread_count();
-    team_run(nt, [&](int t) {
-        for (int64_t i = n * t / nt, end = n * (t + 1) / nt; i < end; ++i) f(i);
-    });
-}
 
 // y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w[:]     x, y: [rows, n] of type xt; w: [n] of wt.
 // The mean square is accumulated in double (f32 and 16-bit inputs alike), the scale rounded once to f32.
 void rmsnorm(void* y, const void* x, DType xt, const void* w, DType wt, int64_t rows, int64_t n, float eps);
 
-// Every build holds the kernels for several instruction sets (src/kernels/{scalar,avx2,avx512}.cpp) and runs the
-// best the CPU supports, or the one the environment variable PLAINLLAMA_KERNELS names:
-//   "avx512_bf16"  AVX-512 F/BW/CD/DQ/VL, with AVX512_BF16's vdpbf16ps for BF16 prefill
+// Every build holds the kernels for several instruction sets (src/kernels/isa/) and runs the best the CPU supports,
+// or the one the environment variable PLAINLLAMA_KERNELS names:
+//   "avx512_bf16"  AVX-512 F/BW/CD/DQ/VL, with AVX512_BF16's vdpbf16ps for BF16 prefill (and AVX512_VNNI)
 //   "avx512"       the same without vdpbf16ps
 //   "avx2"         AVX2 + FMA + F16C
 //   "scalar"       portable C++, any x86-64
-std::vector<std::string> kernel_variants();  // those this CPU runs, best first
 // The variant in use; the first call chooses it (UsageError for a PLAINLLAMA_KERNELS this CPU cannot run, or an
 // unknown PLAINLLAMA_TUNING). Call it before kernels run inside a parallel region or thread of your own: an error
 // thrown there would end the process (PackedWeights::add calls it before its own).
 const char* kernels_isa();
-// Every kernel call from now on runs `name` (UsageError when unknown or not supported); not while kernels run.
-void use_kernels(const std::string& name);
-// The AVX-512 decode kernels are tuned per CPU family (how they prefetch, and how a token's integer sums are split into
-// chains): intel (Intel's cores, and any CPU not named below), zen4 (AMD family 25: plain loads, no software prefetch)
-// and zen5 (AMD family 26 or later); the other variants have no tuning. tuning() is the one in use: what use_tuning
-// last set, else PLAINLLAMA_TUNING's (one of the names), else cpuid's, chosen at the first call (kernels_isa and
-// use_kernels choose it too, so a bad PLAINLLAMA_TUNING is their UsageError). use_tuning(t) makes every kernel call
-// from now on take t (tests run all three on any CPU: every choice is exact, never a float step, so the results are the
-// same bits); not while kernels run.
+// The AVX-512 decode kernels are tuned per CPU family (how they read the weights ahead, how a token's integer sums
+// are split into chains, how x is fed to vpdpbusd; src/kernels/isa/policy.h names each family's choices): intel
+// (Intel's cores, and any CPU not named below), zen4 (AMD family 25) and zen5 (AMD family 26 or later); the other
+// variants have no tuning. tuning() is the one in use: PLAINLLAMA_TUNING's (one of the names), else cpuid's, chosen
+// at the first call (kernels_isa chooses it too, so a bad PLAINLLAMA_TUNING is its UsageError). Every choice is exact,
+// never a float step, so every tuning gives the same bits.
 enum class Tuning { intel, zen4, zen5 };
 Tuning tuning();
-Tuning cpu_tuning();   // cpuid's answer alone
 bool kernels_tuned();  // whether the variant in use (kernels_isa) follows the tuning: the AVX-512 ones
-void use_tuning(Tuning t);
 const char* tuning_name(Tuning t);  // "intel", "zen4", "zen5"
 
 // A weight matrix W [N, K] repacked once (at load) for matmul, same storage type: panels of kPanel rows,
@@ -117,18 +84,6 @@ class PackedWeights {
     size_t capacity_ = 0, used_ = 0;
 };
 
-// A packed copy of one row-major W [N, K] of type t (std::bad_alloc when out of memory).
-class PackedWeight {
-   public:
-    PackedWeight(const void* W, DType t, int64_t N, int64_t K, QuantType q = QuantType::none)
-        : store_((matrix_bytes(t, q, N, K) + 63) / 64 * 64), m_(store_.add(W, t, N, K, q)) {}
-    const PackedMatrix& matrix() const { return m_; }
-
-   private:
-    PackedWeights store_;
-    PackedMatrix m_;
-};
-
 // out[t, r] = sum_k x[t, k] * W[r, k]     x: [T, K] f32, W packed [N, K], out: [T, N] f32. The team inside.
 // T == 1 streams the panels (decode), T > 1 runs a register-blocked GEMM on them (prefill); quantized W: see above.
 // Every output is one chain of fused multiply-adds over k = 0 .. K-1 in order, whatever T and the threads:
@@ -165,9 +120,6 @@ void matmul_nn(float* out, const float* x, int64_t ldx, const float* B, int64_t 
 // keys followed by gemv_acc over the next K2 equals one matmul_nn row over all K1 + K2, bit for bit.
 void gemv_acc(float* y, const float* x, const float* B, int64_t K, int64_t N);
 
-// out = x W^T for a row-major W [N, K] of type wt, in double: the tests' yardstick.
-void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K);
-
 // out[i] = float(src[i])     src: [n] of type t.
 void convert_to_f32(float* out, const void* src, DType t, int64_t n);
 
@@ -183,5 +135,12 @@ void silu_mul(float* g, const float* u, int64_t n);
 
 // y[i] += x[i]     x, y: [n]
 void add_inplace(float* y, const float* x, int64_t n);
+
+// The ways the decode kernels read a stream of weights on different CPUs (src/kernels/isa/policy.h): plain loads, a
+// software prefetch of every line, or one of each 4 KiB page's first line.
+enum class ReadWay { plain, prefetch_lines, prefetch_pages };
+// sum(p[0 .. n)) with the active kernels' vector loads, read `way`, on this thread: a bandwidth test's read (bench/).
+// p 64-byte aligned, n a multiple of 64; the order of the additions is the kernels' own.
+float sum_stream(const float* p, int64_t n, ReadWay way);
 
 }  // namespace plainllama

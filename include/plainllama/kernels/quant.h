@@ -53,16 +53,32 @@ void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
 //                      q6_d). 3360 bytes are 52.5 cache lines: so in a matrix that begins on a line (PackedWeights),
 //                      each 64-byte load of a body is one line, not the halves of two
 constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048, kQ6x16Tile = 32 + 256 + 2048 + 1024;
+// Where a q8_0 tile holds its qs line c (0 .. 7: the rows' q + 128 of weights 4c .. 4c+3), after d[16].
+constexpr size_t q8_qs_line(int c) { return 32 + 64 * c; }
+static_assert(q8_qs_line(8) == kQ8x16Tile, "d[16], then the 8 lines of qs");
+// Where a q4_k tile holds its parts: d[16] at 0 and dmin[16] at kQ4Dmin (line 0); the 16 rows' scales of sub-block j
+// at q4_scales(j) and their mins at q4_mins(j) (lines 1-2, 3-4); then qs line k (0 .. 31, k = 8 gr + c: the rows'
+// qs[4 k ..]) at q4_qs_line(k). The header is everything before q4_qs_line(0).
+constexpr size_t kQ4Dmin = 32;
+constexpr size_t q4_scales(int j) { return 64 + 16 * j; }
+constexpr size_t q4_mins(int j) { return q4_scales(8) + 16 * j; }
+constexpr size_t q4_qs_line(int k) { return q4_mins(8) + 64 * k; }
+static_assert(kQ4Dmin + 32 == q4_scales(0) && q4_scales(0) == 64 && q4_mins(0) == 192 && q4_qs_line(0) == 320 &&
+                  q4_qs_line(32) == kQ4x16Tile && kQ4x16Tile % 64 == 0,
+              "a 5-line header (d and dmin, scales, mins), then 32 lines of qs: from a line, every tile's lines are "
+              "cache lines");
 // Where q6_k tile i (its index in the matrix) holds its body and its d[16].
 constexpr size_t q6_body(int64_t i) { return i % 2 ? 32 : 0; }
 constexpr size_t q6_d(int64_t i) { return i % 2 ? 0 : kQ6x16Tile - 32; }
-// Where a q6_k body holds its ql line k (0 .. 31: the rows' ql[4 k ..]) and its qh line k (0 .. 15: the rows'
-// qh[4 k ..]), so that for half h and chunk c < 8 lines 16 h + c and 16 h + 8 + c of ql and line 8 h + c of qh follow
-// one another in the order the kernels read them (one stream per tile, not three).
+// Where a q6_k body holds the 16 rows' scales of sub-block j (int8), its ql line k (0 .. 31: the rows' ql[4 k ..]) and
+// its qh line k (0 .. 15: the rows' qh[4 k ..]), so that for half h and chunk c < 8 lines 16 h + c and 16 h + 8 + c of
+// ql and line 8 h + c of qh follow one another in the order the kernels read them (one stream per tile, not three).
+constexpr size_t q6_scales(int j) { return 16 * j; }
 constexpr size_t q6_ql_line(int k) { return 256 + 192 * (8 * (k / 16) + k % 8) + 64 * (k % 16 / 8); }
 constexpr size_t q6_qh_line(int k) { return 256 + 192 * k + 128; }
-static_assert(q6_ql_line(0) == 256 && q6_ql_line(8) == 256 + 64 && q6_qh_line(0) == 256 + 128 &&
-                  q6_ql_line(31) + 64 == q6_qh_line(15) && q6_qh_line(15) + 64 + 32 == kQ6x16Tile,
+static_assert(q6_scales(16) == q6_ql_line(0) && q6_ql_line(0) == 256 && q6_ql_line(8) == 256 + 64 &&
+                  q6_qh_line(0) == 256 + 128 && q6_ql_line(31) + 64 == q6_qh_line(15) &&
+                  q6_qh_line(15) + 64 + 32 == kQ6x16Tile,
               "the 48 lines fill the body after its scales, 3 per chunk, and d[16] the rest of the tile");
 static_assert(q6_d(0) == q6_body(0) + q6_qh_line(15) + 64 && q6_d(1) + 32 <= q6_body(1) && q6_body(0) % 64 == 0 &&
                   (kQ6x16Tile + q6_body(1)) % 64 == 0 && (2 * kQ6x16Tile) % 64 == 0,

@@ -1,13 +1,15 @@
 // The kernels' team: threads kept for the whole process that run a parallel step f(0) .. f(n-1), the caller taking
 // f(0). Between steps a worker spins on a cache line of its own for a while (kSpin in team.cpp), then sleeps, so the
-// steps of a decoded token (about five per layer) start and end without a system call. An empty step of 2 threads
-// takes 0.5-0.7 us on the Zen 5 VM, where an empty OpenMP region takes 3.2-3.4 (libgomp makes two futex calls per
-// region, whatever OMP_WAIT_POLICY says); a round trip of a cache line between its cores is 0.5 us.
+// steps of a decoded token (about five per layer) start and end without a system call: an empty step costs about a
+// round trip of a cache line between two cores, several times less than an empty OpenMP region (libgomp makes two
+// futex calls per region, whatever OMP_WAIT_POLICY says).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+
+#include "plainllama/sys/threads.h"
 
 namespace plainllama {
 
@@ -40,5 +42,24 @@ void prefetch_after_step(const void* p, size_t bytes);
 
 // Whether this thread is running a step's f(t) (a kernel there keeps to this thread).
 bool in_team_step();
+
+// Whether work with `enough_work` for the threads runs as a step of the team: only with more than one thread
+// (thread_count()) and not already inside a step or an OpenMP region (perplexity's contexts). Otherwise it runs in
+// turn on the calling thread.
+bool use_threads(bool enough_work);
+
+// f(i) for i in [0, n): over the threads (an even split of [0, n), in order) when use_threads(parallel), else in turn
+// on this thread.
+template <class F>
+void parallel_for(int64_t n, bool parallel, const F& f) {
+    if (!use_threads(parallel)) {
+        for (int64_t i = 0; i < n; ++i) f(i);
+        return;
+    }
+    const int nt = thread_count();
+    team_run(nt, [&](int t) {
+        for (int64_t i = n * t / nt, end = n * (t + 1) / nt; i < end; ++i) f(i);
+    });
+}
 
 }  // namespace plainllama

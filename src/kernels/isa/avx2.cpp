@@ -227,8 +227,8 @@ float sum_stream(const float* p, int64_t n, ReadWay way) {
 
 // ---- quantized weights, decode, on the tiles of 16 interleaved rows (quant.h), as avx512.cpp's kernels on half
 // a tile at a time: each 64-byte chunk holds 4 weights of each of 16 rows, its first 32 bytes rows 0 .. 7 and its
-// last 32 rows 8 .. 15. Each row's integer sums in its own lane, then quant_dot.inc's float steps for the 8 rows in their
-// lanes, in its order: the same bits as quant_dot.inc's kernels.
+// last 32 rows 8 .. 15. Each row's integer sums in its own lane, then quant_dot.inc's float steps for the 8 rows in
+// their lanes, in its order: the same bits as quant_dot.inc's kernels.
 
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=off")
@@ -272,7 +272,7 @@ __attribute__((always_inline)) inline void matvec_q8_0_x16_one(float* out, const
                 const __m256i xs = bytes4(x[b].qs + 4 * c), ax = _mm256_abs_epi8(xs);
                 for (int h = 0; h < 2; ++h) {
                     const __m256i q =
-                        _mm256_xor_si256(load_ahead(T + 32 + 64 * c + 32 * h, ahead), _mm256_set1_epi8(char(0x80)));
+                        _mm256_xor_si256(load_ahead(T + q8_qs_line(c) + 32 * h, ahead), _mm256_set1_epi8(char(0x80)));
                     isum[h] = dot4(isum[h], ax, _mm256_sign_epi8(q, xs));
                 }
             }
@@ -305,14 +305,14 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
             for (int64_t b = 0; b < nb; ++b) {
                 const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
                 constexpr size_t ahead = 4 * kQ4x16Tile;
-                prefetch(T, ahead, 320);
+                prefetch(T, ahead, q4_qs_line(0));  // the header
                 __m256i isum[M], imin[M];
                 for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm256_setzero_si256();
                 for (int gr = 0; gr < 4; ++gr) {
                     __m256i lo[M], hi[M];  // int16 pairs
                     for (int m = 0; m < M; ++m) lo[m] = hi[m] = _mm256_setzero_si256();
                     for (int c = 0; c < 8; ++c) {
-                        const __m256i v = load_ahead(T + 320 + 64 * (8 * gr + c) + 32 * h, ahead);
+                        const __m256i v = load_ahead(T + q4_qs_line(8 * gr + c) + 32 * h, ahead);
                         const __m256i vl = _mm256_and_si256(v, nib),
                                       vh = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
                         for (int m = 0; m < M; ++m) {
@@ -321,21 +321,21 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                             hi[m] = _mm256_add_epi16(hi[m], _mm256_maddubs_epi16(vh, bytes4(xq + 32)));
                         }
                     }
-                    const __m256i sc_lo = load_u8x8(T + 64 + 32 * gr + 8 * h),
-                                  sc_hi = load_u8x8(T + 80 + 32 * gr + 8 * h);
+                    const __m256i sc_lo = load_u8x8(T + q4_scales(2 * gr) + 8 * h),
+                                  sc_hi = load_u8x8(T + q4_scales(2 * gr + 1) + 8 * h);
                     const __m256i s_lo = pairs(sc_lo, sc_lo), s_hi = pairs(sc_hi, sc_hi);
                     for (int m = 0; m < M; ++m)
                         isum[m] = _mm256_add_epi32(
                             isum[m], _mm256_add_epi32(_mm256_madd_epi16(lo[m], s_lo), _mm256_madd_epi16(hi[m], s_hi)));
                 }
                 for (int j = 0; j < 8; j += 2) {
-                    const __m256i mn = pairs(load_u8x8(T + 192 + 16 * j + 8 * h), load_u8x8(T + 208 + 16 * j + 8 * h));
+                    const __m256i mn = pairs(load_u8x8(T + q4_mins(j) + 8 * h), load_u8x8(T + q4_mins(j + 1) + 8 * h));
                     for (int m = 0; m < M; ++m) {
                         const __m256i s = _mm256_set1_epi32(sums32_pair(x[m * ldx + b], j));
                         imin[m] = _mm256_add_epi32(imin[m], _mm256_madd_epi16(mn, s));
                     }
                 }
-                const __m256 d = load_half8(T + 16 * h), dmin = load_half8(T + 32 + 16 * h);
+                const __m256 d = load_half8(T + 16 * h), dmin = load_half8(T + kQ4Dmin + 16 * h);
                 for (int m = 0; m < M; ++m) {
                     const __m256 t = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[m])),
                                                    _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(imin[m])));
@@ -357,11 +357,9 @@ void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 // vpmaddubsw never saturates, 2 x 63 x 127) summed against x per sub-block, then per sub-block
 // (sum - 32 sum(x)) times its scale. M tokens at once (M <= 2: each holds 4 sub-block sums, the chunks c < 4 and
 // c >= 4 in turn), 8 rows at a time, both 8-row halves of a tile before the next tile (so that the tiles are read once
-// from memory, in order); the integer sums are exact in any order, so the same bits as each token alone. With the
-// tile's lines in read order (quant.h), against the halves each over the whole row group (the second from L2) and
-// three streams per tile: Zen 5 with these kernels, 2 threads, TinyLlama Q6_K, every decode product of a token, each
-// build in turn, 3 of 3: 28.0-29.1 -> 30.6-31.0 GB/s (a read 72-77 GB/s); the new order alone, the halves as before,
-// was slower (26.3-26.4 against 27.4-28.2 in 4 of 4).
+// from memory, in order, one stream per tile with its lines in read order: quant.h), rather than each half over the
+// whole row group (the second from L2); the integer sums are exact in any order, so the same bits as each token
+// alone.
 template <int M>
 __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
                                                                 const BlockQ8x256* x, int64_t ldx, int64_t g0,
@@ -375,7 +373,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
             const int64_t i = g * nb + b;  // the tile's index
             const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
             constexpr size_t ahead = 2 * kQ6x16Tile;
-            prefetch(T, ahead, 288);
+            prefetch(T, ahead, q6_body(1) + q6_ql_line(0));  // an odd tile's d[16] and scales
             for (int r8 = 0; r8 < 2; ++r8) {
                 __m256i isum[M];
                 for (int m = 0; m < M; ++m) isum[m] = _mm256_setzero_si256();
@@ -403,7 +401,7 @@ __attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int6
                         for (int k = 0; k < 4; ++k) {
                             const int j = 8 * h + 2 * k + half;
                             const __m256i sc = _mm256_cvtepi8_epi32(
-                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(body + 16 * j + 8 * r8)));
+                                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(body + q6_scales(j) + 8 * r8)));
                             for (int m = 0; m < M; ++m) {
                                 const __m256i centred =
                                     _mm256_sub_epi32(s[m][k], _mm256_set1_epi32(32 * x[m * ldx + b].bsums[j]));

@@ -1,5 +1,6 @@
-// Kernels for AVX-512 F, BW, CD, DQ, VL (x86-64-v4), on 16 lanes, and the vdpbf16ps tiles of AVX512_BF16 (their
-// own function target). Compiled with -march=x86-64-v4; used only on a CPU that has it (dispatch.cpp). Nothing here
+// Kernels for AVX-512 F, BW, CD, DQ, VL (x86-64-v4), on 16 lanes: the float kernels, the vdpbf16ps tiles of
+// AVX512_BF16 (their own function target) and the two AVX-512 tables, which point at avx512_quant.cpp's kernels for
+// quantized weights too. Compiled with -march=x86-64-v4; used only on a CPU that has it (dispatch.cpp). Nothing here
 // may be emitted as a weak symbol (see isa.h).
 // GCC 12 flags the intrinsics' own _mm512_undefined_* temporaries (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -7,18 +8,16 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <type_traits>  // quantizers.inc
 
+#include "avx512_quant.h"
 #include "isa.h"
-#include "plainllama/io/dtype.h"
+#include "policy.h"
 
 namespace plainllama::isa {
 namespace {
 
 #include "elementwise.inc"
 #include "prefetch.inc"
-#include "quant_dot.inc"
-#include "quantizers.inc"
 
 #define PL_TARGET_BF16 __attribute__((target("avx512bf16")))
 
@@ -89,7 +88,7 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* W
     } else if (!f32 || nr == kNR || ldw == kNR) {  // a full block, a panel or a widened block
         for (int64_t k = 0; k < kc; ++k) fma_k(load16(Wp + k * ldw), load16(Wp + k * ldw + 16), k);
     } else if constexpr (f32) {
-        // Masked loads cost half the speed on Zen 4: only for a partial block of a row-major B.
+        // Masked loads are slow on some cores (Zen 4): only for a partial block of a row-major B.
         for (int64_t k = 0; k < kc; ++k) fma_k(load16(Wp + k * ldw, c.m0), load16(Wp + k * ldw + 16, c.m1), k);
     }
     c.store(out, ldo);
@@ -125,40 +124,19 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
     if (K % 2) dst[K] = 0;
 }
 
-// f.template operator()<kT>() with kT = tuning(), asked once per call: the tuning in use (kernels.h). intel prefetches
-// every line it loads (prefetch.inc), zen5 less (the kernels below say where), zen4 (AMD family 25) not at all: plain
-// loads, with zen5's chains of integer sums. On Zen 4 the hardware's prefetchers alone read fastest: 2 threads, 600 MB
-// at a time from a 2 GiB buffer, plain loads 40-51 GB/s, every line prefetched 4 KiB on 39-43, each page's first line
-// 35-41; TinyLlama's decode products (16 matrices [5632, 2048], out of cache), the three tunings in turn in one
-// process, medians of 12, three times: q4_k 28.8-31.0 GB/s (intel) -> 30.9-32.6 (zen4), q6_k 29.1-37.0 -> 31.0-44.7,
-// q8_0 29.8-30.7 -> 31.1-32.5, higher in 8 of 9 (zen5: 28.0-30.2, 28.5-33.2, 30.1-32.1); zen4 without the chains within
-// 1% of it.
-template <class F>
-__attribute__((always_inline)) inline void tuned(const F& f) {
-    switch (tuning()) {
-        case Tuning::zen5:
-            f.template operator()<Tuning::zen5>();
-            break;
-        case Tuning::zen4:
-            f.template operator()<Tuning::zen4>();
-            break;
-        default:
-            f.template operator()<Tuning::intel>();
-    }
-}
-
-// Decode: each panel streamed once, every line prefetched 4 KiB ahead (prefetch_ahead); zen5 (tuned) each 4 KiB page's
-// first line alone (prefetch_page_start: see prefetch.inc); zen4 plain loads.
-template <Tuning kT, class T>
+// Decode: each panel streamed once, read ahead as Policy::kPanels says (policy.h).
+template <class Policy, class T>
 __attribute__((always_inline)) inline void matvec_body(float* out, const float* x, const T* W, int64_t N, int64_t K,
                                                        int64_t p0, int64_t p1) {
+    constexpr ReadAhead kRead = Policy::kPanels;
     const int64_t Ks = stored_k(Pairs<T>::value, K);
     // the prefetches for the lines of the step of `step` bytes at p
     const auto prefetch_step = [](const void* p, size_t step) __attribute__((always_inline)) {
-        if constexpr (kT == Tuning::zen5)
-            prefetch_page_start(p, kPageAhead, step);
-        else if constexpr (kT == Tuning::intel)
-            for (size_t o = 0; o < step; o += 64) prefetch_ahead(static_cast<const char*>(p) + o);
+        constexpr ReadAhead kRead = Policy::kPanels;
+        if constexpr (kRead.page_start_ahead) prefetch_page_start(p, kRead.page_start_ahead, step);
+        if constexpr (kRead.l1_ahead)
+            for (size_t o = 0; o < step; o += 64)
+                prefetch_line_ahead<kRead.l2>(static_cast<const char*>(p) + o, kRead.l1_ahead);
     };
     for (int64_t p = p0; p < p1; ++p) {
         const T* P = W + p * kNR * Ks;
@@ -177,8 +155,8 @@ __attribute__((always_inline)) inline void matvec_body(float* out, const float* 
                 a1 = _mm512_fmadd_ps(xo, bf16_odd(v1), a1);
             }
             if (k < K) {
-                if constexpr (kT == Tuning::zen5)
-                    prefetch_step(w, 128);  // so that the next panel's steps follow on from it
+                // the page-start prefetch sees every step, so that the next panel's steps follow on from this one
+                if constexpr (kRead.page_start_ahead) prefetch_page_start(w, kRead.page_start_ahead, 128);
                 const __m512 xe = _mm512_set1_ps(x[k]);
                 a0 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w)), a0);
                 a1 = _mm512_fmadd_ps(xe, bf16_even(_mm512_loadu_si512(w + 16)), a1);
@@ -199,7 +177,7 @@ __attribute__((always_inline)) inline void matvec_body(float* out, const float* 
 
 template <class T>
 void matvec(float* out, const float* x, const T* W, int64_t N, int64_t K, int64_t p0, int64_t p1) {
-    tuned([&]<Tuning kT>() __attribute__((always_inline)) { matvec_body<kT>(out, x, W, N, K, p0, p1); });
+    with_policy([&]<class Policy>() __attribute__((always_inline)) { matvec_body<Policy>(out, x, W, N, K, p0, p1); });
 }
 
 // r[i] = row i of a 16x16 block  ->  r[i] = column i.
@@ -259,475 +237,6 @@ void widen(float* out, const T* src, int64_t n) {
     if (i < n) _mm512_mask_storeu_ps(out + i, tail_mask(n - i), load16(src + i, tail_mask(n - i)));
 }
 
-// ---- quantized weights, decode, on the tiles of 16 interleaved rows (quant.h): each row's integer sums in its own
-// lane, then quant_dot.inc's float steps for the 16 rows in their lanes, in its order: the same bits as quant_dot.inc's
-// kernels, which also take matrices whose rows do not come in groups of 16 (not tiled).
-
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=off")
-
-// Decode reads a tile as more streams than the hardware prefetcher follows well (its header, then its values; q6_k's
-// values were three streams before their lines were put in read order, quant.h): in Intel's tuning each 64-byte load of
-// a tile comes with a prefetch of the same place `ahead` bytes on (a later tile; load_line_ahead), and the header (the
-// first `bytes`) of the tile `ahead` bytes on is prefetched whole (q6_k's first 288 bytes: an odd tile's d[16] and
-// scales, an even tile's scales; an even tile's d[16], its last half line, is on the first line the odd tile after it
-// prefetches, as prefetch takes whole lines from the one holding its start). q6_k decode: 11.5-12 -> 21-22 tok/s
-// (TinyLlama, 2 threads). (Not q8_0 on Zen 5, whose loads go without: see its kernel.) Tuning kT's load of a tile's
-// line: intel with the prefetches into L1 and L2 (load_line_ahead), zen5 with the L1 one alone, zen4 plain.
-template <Tuning kT>
-__attribute__((always_inline)) inline __m512i load_ahead(const uint8_t* p, size_t ahead) {
-    if constexpr (kT == Tuning::zen4)
-        return _mm512_loadu_si512(p);
-    else
-        return load_line_ahead<__m512i, kT == Tuning::intel>(p, ahead);
-}
-
-// The several-token kernels' groups (token_groups, quant_dot.inc) in the tuning in use (tuned): f.template
-// operator()<M, kT>(m0).
-template <int kMax, class F>
-__attribute__((always_inline)) inline void tuned_token_groups(int n, const F& f) {
-    tuned([&]<Tuning kT>() __attribute__((always_inline)) {
-        token_groups<kMax>(
-            n, [&]<int M>(int m0) __attribute__((always_inline)) { f.template operator()<M, kT>(m0); });
-    });
-}
-
-// q4_k, 16 interleaved rows per tile (quant.h): each 64-byte load holds 4 weights of each of the 16 rows, so the
-// products of a sub-block accumulate per row in the lanes (u8 x s8 in groups of 4 into s32: Dot4), then times the
-// rows' scales; no reduction across lanes. Dot4 is vpdpbusd with VNNI, vpmaddubsw + vpmaddwd without.
-struct Dot4Plain {
-    static constexpr bool kPairs16 = true;  // see matvec_q4_k_x16_body
-    __attribute__((always_inline)) static __m512i f(__m512i acc, __m512i u, __m512i s) {
-        return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
-    }
-};
-// The 4 bytes at p in every lane (a chunk of x: 4 activations, one per u8 x s8 group).
-__attribute__((always_inline)) inline __m512i splat4(const int8_t* p) {
-    int32_t v;
-    __builtin_memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-// vpdpbusd written as an instruction rather than the intrinsic, so that it inlines into kernels compiled for plain
-// x86-64-v4 (only the avx512_bf16 table, on CPUs with AVX512_VNNI, points at the kernels that use it).
-struct Dot4Vnni {
-    static constexpr bool kPairs16 = false;
-    __attribute__((always_inline)) static __m512i f(__m512i acc, __m512i u, __m512i s) {
-        asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
-        return acc;
-    }
-    // f with s = the 4 bytes at x4 in every lane, as the instruction's broadcast memory operand ({1to16}): one
-    // operation where a broadcast and f take two
-    __attribute__((always_inline)) static __m512i fx(__m512i acc, __m512i u, const int8_t* x4) {
-        asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(x4)));
-        return acc;
-    }
-    // acc += each lane's two int16 of u times the two at x2 (vpdpwssd, x2 broadcast as fx's): vpmaddwd and the add
-    // in one operation
-    __attribute__((always_inline)) static __m512i fw(__m512i acc, __m512i u, const int16_t* x2) {
-        asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(x2)));
-        return acc;
-    }
-};
-
-// Whether the kernels take x's chunks as vpdpbusd's broadcast memory operand (Dot4Vnni::fx, fw) rather than broadcast
-// into a register first: with VNNI, in Zen 4's tuning (each kernel's comment has the figures; q6_k and q8_0 for
-// several tokens only).
-template <class Dot4, Tuning kT>
-constexpr bool kXOperand = kT == Tuning::zen4 && !Dot4::kPairs16;
-// acc = Dot4::f(acc, u, the chunk of x at x4 in every lane), the chunk as the memory operand with kOperand.
-template <class Dot4, bool kOperand>
-__attribute__((always_inline)) inline __m512i dot4_x(__m512i acc, __m512i u, const int8_t* x4) {
-    if constexpr (kOperand)
-        return Dot4::fx(acc, u, x4);
-    else
-        return Dot4::f(acc, u, splat4(x4));
-}
-
-// q8_0 tiles hold q + 128 (u8): with VNNI, vpdpbusd's sum of (q + 128) x less 128 sum(x); without, q recovered
-// (^ 0x80) and |x| . (q with x's sign) by vpmaddubsw, which cannot saturate then (2 x 127 x 127), exact for
-// q >= -127, every q a quantizer writes (llama.cpp's kernels do the same). M tokens at once (token m: x + m ldx
-// blocks, out + m ldo), each tile loaded once for all of them; for each token the same steps as for it alone.
-//
-// zen5: plain loads with a prefetch of each 4 KiB page's first line alone (prefetch_page_start: see
-// prefetch.inc), and with VNNI one token's sums in 4 chains (chunks c mod 4, added at the end: integer, so the same
-// sums), not 1 of 8 dependent vpdpbusd, so that more of the stream's loads are in flight. Zen 5, 2 threads, every
-// decode product of TinyLlama Q8_0 in turn, 12 rounds alternating variants in one process, medians: the prefetches of
-// every line dropped, in minutes when a read of as many bytes ran at 77-79 GB/s: 54.8-67.5 -> 59.5-71.3 GB/s, higher
-// in 4 of 4 (at 36-46 GB/s within 2%); then the 4 chains: 43.0-48.4 -> 46.2-51.5, higher in 6 of 6 (8 chains:
-// 45.9-46.5, lower), and in minutes at 69-77 GB/s, the prefetching body -> these loads -> 4 chains: 53.2-57.8 ->
-// 55.9-58.6 -> 57.1-61.7; then the page starts, 10 rounds: 38.8 -> 52.5-55.3 GB/s (2-6 KiB ahead).
-//
-// zen4: several tokens' chunks of x as vpdpbusd's broadcast memory operand (Dot4Vnni::fx, as q4_k's): a 128-token
-// TinyLlama Q8_0 prompt, both forms in turn in one process, 3 sittings of 30 pairs: +5.7-6.6%, faster in 26-30 of 30
-// (2026-12-04). One token keeps the broadcast in a register: the operand made Q8_0 decode 7-20% slower.
-template <bool kVnni, int M, Tuning kT>
-__attribute__((always_inline)) inline void matvec_q8_0_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
-                                                                const BlockQ8x32* x, int64_t ldx, int64_t g0,
-                                                                int64_t g1) {
-    const int64_t nb = K / 32;
-    constexpr int kChains = kT != Tuning::intel && M == 1 && kVnni ? 4 : 1;
-    for (int64_t g = g0; g < g1; ++g) {
-        __m512 acc[M];
-        for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* T = W + size_t(g * nb + b) * kQ8x16Tile;
-            constexpr size_t ahead = 8 * kQ8x16Tile;
-            if constexpr (kT == Tuning::zen5)
-                prefetch_page_start(T, kPageAhead, kQ8x16Tile);
-            else if constexpr (kT == Tuning::intel)
-                prefetch(T, ahead, 32);
-            __m512i isum[M][kChains];
-            for (int m = 0; m < M; ++m)
-                for (int i = 0; i < kChains; ++i) isum[m][i] = _mm512_setzero_si512();
-            for (int c = 0; c < 8; ++c) {
-                const __m512i v =
-                    kT == Tuning::intel ? load_ahead<kT>(T + 32 + 64 * c, ahead) : _mm512_loadu_si512(T + 32 + 64 * c);
-                const __m512i q = kVnni ? v : _mm512_xor_si512(v, _mm512_set1_epi8(char(0x80)));
-                for (int m = 0; m < M; ++m) {
-                    const int8_t* x4 = x[m * ldx + b].qs + 4 * c;
-                    __m512i& s = isum[m][c % kChains];
-                    if constexpr (kVnni) {
-                        s = dot4_x<Dot4Vnni, (kXOperand<Dot4Vnni, kT> && M > 1)>(s, q, x4);
-                    } else {
-                        const __m512i xs = splat4(x4);
-                        const __m512i sq = _mm512_mask_sub_epi8(q, _mm512_movepi8_mask(xs), _mm512_setzero_si512(), q);
-                        s = Dot4Plain::f(s, _mm512_abs_epi8(xs), sq);
-                    }
-                }
-            }
-            for (int m = 0; m < M; ++m)
-                for (int i = 1; i < kChains; ++i) isum[m][0] = _mm512_add_epi32(isum[m][0], isum[m][i]);
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
-            for (int m = 0; m < M; ++m) {
-                const BlockQ8x32& xb = x[m * ldx + b];
-                __m512i sum = isum[m][0];
-                if constexpr (kVnni) sum = _mm512_sub_epi32(sum, _mm512_set1_epi32(128 * xb.sum));
-                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(xb.d));
-                acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sum)));
-            }
-        }
-        for (int m = 0; m < M; ++m) _mm512_storeu_ps(out + m * ldo + 16 * g, acc[m]);
-    }
-}
-
-template <bool kVnni>
-void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx, int n,
-                       int64_t g0, int64_t g1) {
-    tuned_token_groups<4>(
-        n, [&]<int M, Tuning kT>(int m0) __attribute__((always_inline)) {
-            matvec_q8_0_x16_body<kVnni, M, kT>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-        });
-}
-
-// M tokens at once (token m: x + m ldx blocks, out + m ldo): each tile's values unpacked once for all of them, and
-// for each token the same integer sums and float steps as for it alone (so the same bits). Without VNNI
-// (Dot4::kPairs16), a sub-block's vpmaddubsw pairs (2 x 15 x 127 at most) add up in int16 over its 8 chunks without
-// saturating (30480), and vpmaddwd by the row's scale in both halves of its lane gives sc (q . x) in int32.
-//
-// zen5: the L1 prefetch 2 tiles on and no L2 prefetch, where Intel's cores read faster with 4 tiles and the
-// L2 one (prefetch.inc). Zen 5 (family 26), 2 threads, every decode product of TinyLlama Q4_K_M in turn, 8 rounds
-// alternating: 46.7-53.1 -> 59.4-68.3 GB/s (median); 4 tiles without the L2 prefetch 54.6, 2 tiles with it 53.6. There
-// the same change made q6_k decode no faster (50.1 against 52.7), q8_0 and BF16 slower (41.9 against 48.7, 41.6 against
-// 47.3; q8_0 is faster with no prefetch of every line: above), and AVX2's q4_k no faster (41.3 against 41.7). And with
-// VNNI one token's sums of a sub-block in 2 chains (chunks c mod 2, added at the end: the same integers), not 1 of 8
-// dependent vpdpbusd (as q8_0's): 12 rounds alternating in one process, 52.3-57.1 -> 55.3-59.6 GB/s, higher in 5 of 6
-// (4 chains: 53.7-56.3). Then each 4 KiB page's first line prefetched kTilePageAhead on (prefetch_page_start), well
-// past the L1 prefetches, so that the hardware's prefetcher is under way in a page before they reach it: every
-// product of a token, variants in turn in one process, medians of 10: 4 KiB on 49.3 GB/s against 49.6 without, 8 KiB
-// 59.0 against 53.5-55.2, 12-24 KiB 59.0-59.7 against 53.5-55.3. q6_k's Zen 5 tuning is the same (below).
-//
-// zen4: no software prefetch, and the tokens' chunks of x as vpdpbusd's broadcast memory operand (Dot4::fx), a vector
-// operation less per 64 bytes and token; the same for the mins' sums (Dot4::fw: 3 operations per two sub-blocks, not
-// 9). Zen 4 (family 25), 2 threads, TinyLlama Q4_K_M decode in one process, the two forms token by token in turn, each
-// token's GB/s over a read of as many bytes right after it, 5 sittings of 300-400 pairs (2026-12-04): medians per
-// sitting +0.6-1.6% where the read ran under 40 GB/s, +2.2-8.3% at 48 or more, faster in 55% and 60% of the pairs. Then
-// the mins' 3 operations, 4 sittings of 400-500 pairs: +0.6-1.2% under 40 GB/s, -2.1 to +0.9% at 48 or more (faster in
-// 54% and 52% of the pairs). For several tokens at once (prompts), the same: TinyLlama Q4_K_M, a 128-token prompt, the
-// two forms in turn in one process, 4 sittings of 30-40 pairs: +3.3-5.5%, faster in 77-85% of the pairs. The same in
-// q6_k's kernel (one token: Q6_K +1.4% under 40, -2.6% at 48 or more) and q8_0's (7-20% slower) did not pay; they keep
-// the broadcast in a register.
-//
-// Every tuning (measured on Zen 4 alone): each tile's header first (d and dmin, line 0; the mins' sums, lines 3-4),
-// then its body with the scales (lines 1-2), so that a tile is read in nearly ascending order, not with its first lines
-// after its last. Zen 4, 2 threads, [5632, 2048] products out of cache, the two orders in turn with a read of as many
-// bytes after each, 2 sittings of 300-400 rounds (2026-12-04): where the read ran at 48 GB/s or more, 82.7-83.7% of it
-// -> 94.7-95.3%, faster in 87 of 105 and 60 of 72 rounds; under 40, +1.8% and +4.0%. TinyLlama Q4_K_M decode in one
-// process, the two orders token by token in turn, 2 sittings of 400 pairs: +4.5% and +6.0% at 48 GB/s or more (faster
-// in 84 of 113 and 127 of 170 pairs), +1.1% and +0.1% under 40; a 128-token prompt +1.2% (27 of 40 pairs). AVX2's
-// kernel, which prefetches each header 4 tiles on, keeps its order: the same change made its decode 2% slower (300
-// pairs, both speeds).
-constexpr size_t kTilePageAhead = 16 << 10;
-// Word i of the rows' mins of two sub-blocks widened to int16 ([16 rows of j][16 rows of j + 1]) for word i of the
-// pairs (m_j, m_j+1) of each row, by vpermw.
-alignas(64) constexpr uint16_t kMinPairWords[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                    8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-// The 16 rows' mins of sub-blocks j and j + 1 of q4_k tile T as int16 pairs (m_j, m_j+1), a pair per row's lane: with
-// kPermute one 32-byte load widened and paired by vpermw (pair_words: kMinPairWords), else two 16-byte loads
-// interleaved bytewise, then widened.
-template <bool kPermute>
-__attribute__((always_inline)) inline __m512i q4_k_min_pairs(const uint8_t* T, int j, __m512i pair_words) {
-    if constexpr (kPermute) {
-        const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 192 + 16 * j));
-        return _mm512_permutexvar_epi16(pair_words, _mm512_cvtepu8_epi16(mins));
-    } else {
-        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 192 + 16 * j));
-        const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 208 + 16 * j));
-        return _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, c), _mm_unpacklo_epi8(a, c)));
-    }
-}
-// acc += each lane's int16 pair of u times x's sums of sub-blocks j and j + 1 (xb.sums32[j], [j + 1]): Dot4::fw with
-// the pair as its memory operand (kOperand), else vpmaddwd by the pair broadcast and an add.
-template <class Dot4, bool kOperand>
-__attribute__((always_inline)) inline __m512i dot2_x(__m512i acc, __m512i u, const BlockQ8x256& xb, int j) {
-    if constexpr (kOperand)
-        return Dot4::fw(acc, u, xb.sums32 + j);
-    else
-        return _mm512_add_epi32(acc, _mm512_madd_epi16(u, _mm512_set1_epi32(sums32_pair(xb, j))));
-}
-template <class Dot4, int M, Tuning kT>
-__attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
-                                                                const BlockQ8x256* x, int64_t ldx, int64_t g0,
-                                                                int64_t g1) {
-    const int64_t nb = K / 256;
-    constexpr int kChains = kT != Tuning::intel && M == 1 && !Dot4::kPairs16 ? 2 : 1;
-    static_assert(kChains == 1 || !Dot4::kPairs16, "int16 pair sums are not added as int32 chains");
-    constexpr bool kOperand = kXOperand<Dot4, kT>;  // x's chunks and sums as the memory operand
-    const __m512i nib = _mm512_set1_epi8(0x0F), pair_words = _mm512_load_si512(kMinPairWords);
-    for (int64_t g = g0; g < g1; ++g) {
-        __m512 acc[M];
-        for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* T = W + size_t(g * nb + b) * kQ4x16Tile;
-            constexpr size_t ahead = (kT == Tuning::zen5 ? 2 : 4) * kQ4x16Tile;
-            if constexpr (kT != Tuning::zen4) prefetch(T, ahead, 320);
-            if constexpr (kT == Tuning::zen5) prefetch_page_start(T, kTilePageAhead, kQ4x16Tile);
-            // the header first, then the body with the scales (above)
-            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T)));
-            const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + 32)));
-            __m512i isum[M], imin[M];
-            for (int m = 0; m < M; ++m) isum[m] = imin[m] = _mm512_setzero_si512();
-            for (int j = 0; j < 8; j += 2) {  // sub-blocks j and j + 1: the rows' mins as int16 pairs
-                const __m512i mn = q4_k_min_pairs<kOperand>(T, j, pair_words);
-                for (int m = 0; m < M; ++m) imin[m] = dot2_x<Dot4, kOperand>(imin[m], mn, x[m * ldx + b], j);
-            }
-            for (int gr = 0; gr < 4; ++gr) {
-                __m512i lo[M][kChains], hi[M][kChains];
-                for (int m = 0; m < M; ++m)
-                    for (int i = 0; i < kChains; ++i) lo[m][i] = hi[m][i] = _mm512_setzero_si512();
-                for (int c = 0; c < 8; ++c) {
-                    const __m512i v = load_ahead<kT>(T + 320 + 64 * (8 * gr + c), ahead);
-                    // with VNNI the high nibbles stay in place (16 h: vpdpbusd has no int16 stage to saturate),
-                    // their sums shifted back once per sub-block and token below, not once per load (port 0, as
-                    // vpdpbusd)
-                    const __m512i vl = _mm512_and_si512(v, nib);
-                    const __m512i vh = Dot4::kPairs16 ? _mm512_and_si512(_mm512_srli_epi16(v, 4), nib)
-                                                      : _mm512_andnot_si512(nib, v);
-                    for (int m = 0; m < M; ++m) {
-                        const int8_t* xq = x[m * ldx + b].qs;  // sub-blocks 2 gr (xl) and 2 gr + 1 (xh)
-                        const int8_t *xl = xq + 64 * gr + 4 * c, *xh = xq + 64 * gr + 32 + 4 * c;
-                        __m512i &l = lo[m][c % kChains], &h = hi[m][c % kChains];
-                        if constexpr (Dot4::kPairs16) {
-                            l = _mm512_add_epi16(l, _mm512_maddubs_epi16(vl, splat4(xl)));
-                            h = _mm512_add_epi16(h, _mm512_maddubs_epi16(vh, splat4(xh)));
-                        } else {
-                            l = dot4_x<Dot4, kOperand>(l, vl, xl);
-                            h = dot4_x<Dot4, kOperand>(h, vh, xh);
-                        }
-                    }
-                }
-                for (int m = 0; m < M; ++m)
-                    for (int i = 1; i < kChains; ++i) {
-                        lo[m][0] = _mm512_add_epi32(lo[m][0], lo[m][i]);
-                        hi[m][0] = _mm512_add_epi32(hi[m][0], hi[m][i]);
-                    }
-                if constexpr (!Dot4::kPairs16)
-                    for (int m = 0; m < M; ++m)
-                        hi[m][0] = _mm512_srai_epi32(hi[m][0], 4);  // exact: 16 times an integer
-                const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 64 + 32 * gr)));
-                const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + 80 + 32 * gr)));
-                if constexpr (Dot4::kPairs16) {
-                    const __m512i s_lo = _mm512_or_si512(sc_lo, _mm512_slli_epi32(sc_lo, 16));
-                    const __m512i s_hi = _mm512_or_si512(sc_hi, _mm512_slli_epi32(sc_hi, 16));
-                    for (int m = 0; m < M; ++m)
-                        isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_madd_epi16(lo[m][0], s_lo),
-                                                                             _mm512_madd_epi16(hi[m][0], s_hi)));
-                } else {
-                    for (int m = 0; m < M; ++m)
-                        isum[m] = _mm512_add_epi32(isum[m], _mm512_add_epi32(_mm512_mullo_epi32(lo[m][0], sc_lo),
-                                                                             _mm512_mullo_epi32(hi[m][0], sc_hi)));
-                }
-            }
-            for (int m = 0; m < M; ++m) {
-                const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[m])),
-                                               _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin[m])));
-                acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(_mm512_set1_ps(x[m * ldx + b].d), t));
-            }
-        }
-        for (int m = 0; m < M; ++m) _mm512_storeu_ps(out + m * ldo + 16 * g, acc[m]);
-    }
-}
-
-template <class Dot4>
-void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
-                       int64_t g0, int64_t g1) {
-    tuned_token_groups<4>(
-        n, [&]<int M, Tuning kT>(int m0) __attribute__((always_inline)) {
-            matvec_q4_k_x16_body<Dot4, M, kT>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-        });
-}
-
-// The four quarters' 6-bit values (0 .. 63) of chunk c of half h of a q6_k tile's body: ql chunks c and 8 + c, qh
-// chunk c, each load as tuning kT loads (load_ahead).
-template <Tuning kT>
-__attribute__((always_inline)) inline void q6_k_chunk(const uint8_t* body, int h, int c, size_t ahead, __m512i q[4]) {
-    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
-    const __m512i A = load_ahead<kT>(body + q6_ql_line(16 * h + c), ahead);
-    const __m512i B = load_ahead<kT>(body + q6_ql_line(16 * h + 8 + c), ahead);
-    const __m512i H = load_ahead<kT>(body + q6_qh_line(8 * h + c), ahead);
-    // (lo & 0x0F) | hi, hi the high 2 bits already in bits 4-5: one vpternlogd (0xEC: (a & c) | b)
-    auto join = [&](__m512i lo, __m512i hi) { return _mm512_ternarylogic_epi32(lo, hi, low4, 0xEC); };
-    q[0] = join(A, _mm512_and_si512(_mm512_slli_epi16(H, 4), bits45));
-    q[1] = join(B, _mm512_and_si512(_mm512_slli_epi16(H, 2), bits45));
-    q[2] = join(_mm512_srli_epi16(A, 4), _mm512_and_si512(H, bits45));
-    q[3] = join(_mm512_srli_epi16(B, 4), _mm512_and_si512(_mm512_srli_epi16(H, 2), bits45));
-}
-
-// The 16 rows' scales of sub-block j of a q6_k tile's body, as int32 lanes.
-__attribute__((always_inline)) inline __m512i q6_k_scales(const uint8_t* body, int j) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(body + 16 * j)));
-}
-// The 16 rows' d of q6_k tile i at T, as f32 lanes.
-__attribute__((always_inline)) inline __m512 q6_k_d(const uint8_t* T, int64_t i) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(T + q6_d(i))));
-}
-// A sub-block's sums s (each row's q . x, q the 6-bit values 0 .. 63) as the rows' integer products: (s - 32 sum(x))
-// times the rows' scales sc, bsum = sum(x) over the sub-block.
-__attribute__((always_inline)) inline __m512i q6_k_scaled(__m512i s, __m512i sc, int bsum) {
-    return _mm512_mullo_epi32(_mm512_sub_epi32(s, _mm512_set1_epi32(32 * bsum)), sc);
-}
-
-// q6_k tiles: per half of 128 weights and chunk c (weights l = 4c .. 4c+3 of each quarter), the four quarters' 6-bit
-// values from ql chunks c and 8 + c and qh chunk c, each summed against x (values 0 .. 63: Dot4 never saturates,
-// 2 x 63 x 127), per sub-block (quarter k, l < 16 or not: sub-block 8h + 2k + (c >= 4)); then per sub-block
-// (sum - 32 sum(x)) times its scale.
-//
-// zen5: as q4_k's, the L1 prefetch 2 tiles on alone and each 4 KiB page's first line kTilePageAhead on.
-// TinyLlama Q6_K, 2 threads, every decode product of a token, variants in turn in one process, medians of 8-10, read
-// 58 GB/s: 42.4-42.6 GB/s with the L1 and L2 prefetches -> 47.9-48.5 (16 KiB; 12-24 KiB 46.9-47.9; the L1 prefetch
-// alone without the page starts 40.6, the page starts beside the L2 prefetch 44.6); Q4_K_M's products (a quarter of
-// its bytes q6_k) 52.2 -> 53.7. Then the tile's lines in the order read (quant.h: one stream, not three), each build
-// in turn, whole decode tokens, a read of as many bytes in the same process: Q6_K 56.5-61.4 -> 60.4-65.8 GB/s in 4
-// of 4 (74-84% -> 80-86% of the read, 72-78 GB/s), Q4_K_M 58.8-62.1 -> 60.1-63.9 in 4 of 5 (75-79% -> 78-88%);
-// the L1 prefetch 1, 3 or 4 tiles on 58.9, 67.1 and 64.3 against 67.0 at 2, plain loads 42.8-44.0. Then every body on
-// whole cache lines (quant.h: d[16] at one end or the other; half the tiles' loads had straddled two lines) and the
-// halves unrolled (each load at a constant offset from the body, not one computed per chunk): Q6_K, 12 runs in one
-// process, variants in turn: 55.0-61.3 -> 62.3-65.6 GB/s at a read of 74-78 and 31.1-31.5 -> 35.5-37.1 at 41, 7-18%
-// faster in 12 of 12 (the unrolled halves alone: 4-15%); then each build in turn, 4 of 4: 54.4-55.9 -> 59.8-61.1 GB/s
-// (78-86% -> 83-88% of a read of 63-73). Q4_K_M (a quarter of its bytes q6_k): within 1%.
-template <class Dot4, Tuning kT>
-__attribute__((always_inline)) inline void matvec_q6_k_x16_one(float* out, const uint8_t* W, int64_t K,
-                                                               const BlockQ8x256* x, int64_t g0, int64_t g1) {
-    const int64_t nb = K / 256;
-    for (int64_t g = g0; g < g1; ++g) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const int64_t i = g * nb + b;  // the tile's index
-            const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
-            constexpr size_t ahead = 2 * kQ6x16Tile;
-            if constexpr (kT != Tuning::zen4) prefetch(T, ahead, 288);
-            if constexpr (kT == Tuning::zen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
-            const int8_t* xq = x[b].qs;
-            __m512i isum = _mm512_setzero_si512();
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; ++h) {  // unrolled: every load at a constant offset from body
-                __m512i s[8];              // sub-block 8h + l
-                for (int l = 0; l < 8; ++l) s[l] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-                for (int c = 0; c < 8; ++c) {
-                    __m512i q[4];
-                    q6_k_chunk<kT>(body, h, c, ahead, q);
-                    for (int k = 0; k < 4; ++k)
-                        s[2 * k + (c >= 4)] = Dot4::f(s[2 * k + (c >= 4)], q[k], splat4(xq + 128 * h + 32 * k + 4 * c));
-                }
-                for (int l = 0; l < 8; ++l) {
-                    const int j = 8 * h + l;
-                    isum = _mm512_add_epi32(isum, q6_k_scaled(s[l], q6_k_scales(body, j), x[b].bsums[j]));
-                }
-            }
-            const __m512 d = _mm512_mul_ps(q6_k_d(T, i), _mm512_set1_ps(x[b].d));
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
-        }
-        _mm512_storeu_ps(out + 16 * g, acc);
-    }
-}
-
-// Several tokens at once (M = 2 .. 4, as q4_k's), the chunks c < 4 and c >= 4 in turn so that each token holds 4
-// sub-block sums at a time (M = 4: 16 registers); the integer sums are exact in any order, so the same bits as each
-// token alone. (One token stays with the kernel above: 63-69 GB/s from L2 on one Zen 5 core, where this body with
-// M = 1 reads 55-57.) zen4: x's chunks as vpdpbusd's broadcast memory operand (Dot4::fx), as q4_k's: a 128-token
-// TinyLlama Q6_K prompt, both forms in turn in one process, 6 sittings of 30-40 pairs: +1.4-4.4%, faster in 53-85% of
-// the pairs (2026-12-04).
-template <class Dot4, int M, Tuning kT>
-__attribute__((always_inline)) inline void matvec_q6_k_x16_body(float* out, int64_t ldo, const uint8_t* W, int64_t K,
-                                                                const BlockQ8x256* x, int64_t ldx, int64_t g0,
-                                                                int64_t g1) {
-    const int64_t nb = K / 256;
-    for (int64_t g = g0; g < g1; ++g) {
-        __m512 acc[M];
-        for (int m = 0; m < M; ++m) acc[m] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const int64_t i = g * nb + b;  // the tile's index
-            const uint8_t *T = W + size_t(i) * kQ6x16Tile, *body = T + q6_body(i);
-            constexpr size_t ahead = 2 * kQ6x16Tile;
-            if constexpr (kT != Tuning::zen4) prefetch(T, ahead, 288);
-            if constexpr (kT == Tuning::zen5) prefetch_page_start(T, kTilePageAhead, kQ6x16Tile);
-            __m512i isum[M];
-            for (int m = 0; m < M; ++m) isum[m] = _mm512_setzero_si512();
-            for (int h = 0; h < 2; ++h)
-                for (int half = 0; half < 2; ++half) {
-                    __m512i s[M][4];  // token m, sub-block 8h + 2k + half
-                    for (int m = 0; m < M; ++m)
-                        for (int k = 0; k < 4; ++k) s[m][k] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-                    for (int c = 4 * half; c < 4 * half + 4; ++c) {
-                        __m512i q[4];
-                        q6_k_chunk<kT>(body, h, c, ahead, q);
-                        for (int m = 0; m < M; ++m)
-                            for (int k = 0; k < 4; ++k)
-                                s[m][k] = dot4_x<Dot4, kXOperand<Dot4, kT>>(
-                                    s[m][k], q[k], x[m * ldx + b].qs + 128 * h + 32 * k + 4 * c);
-                    }
-                    for (int k = 0; k < 4; ++k) {
-                        const int j = 8 * h + 2 * k + half;
-                        const __m512i sc = q6_k_scales(body, j);
-                        for (int m = 0; m < M; ++m)
-                            isum[m] = _mm512_add_epi32(isum[m], q6_k_scaled(s[m][k], sc, x[m * ldx + b].bsums[j]));
-                    }
-                }
-            const __m512 dw = q6_k_d(T, i);
-            for (int m = 0; m < M; ++m) {
-                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(x[m * ldx + b].d));
-                acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[m])));
-            }
-        }
-        for (int m = 0; m < M; ++m) _mm512_storeu_ps(out + m * ldo + 16 * g, acc[m]);
-    }
-}
-
-template <class Dot4>
-void matvec_q6_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
-                       int64_t g0, int64_t g1) {
-    tuned_token_groups<4>(
-        n, [&]<int M, Tuning kT>(int m0) __attribute__((always_inline)) {
-            if constexpr (M == 1)
-                matvec_q6_k_x16_one<Dot4, kT>(out + m0 * ldo, W, K, x + m0 * ldx, g0, g1);
-            else
-                matvec_q6_k_x16_body<Dot4, M, kT>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-        });
-}
-
-#pragma GCC pop_options
-
 // Four independent accumulators, so the adds' latency does not limit the loads; with plain loads or with one of the
 // kernels' prefetches.
 float sum_stream(const float* p, int64_t n, ReadWay way) {
@@ -772,16 +281,16 @@ constexpr Kernels kTable = {
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
-    .quantize_row = quantize_row,
-    .dequantize = dequantize,
-    .quantize_q8x32 = quantize_q8x32,
-    .quantize_q8x256 = quantize_q8x256,
-    .matvec_q8_0 = matvec_q8_0,
-    .matvec_q4_k = matvec_q4_k,
-    .matvec_q6_k = matvec_q6_k,
-    .matvec_q8_0_x16 = matvec_q8_0_x16_v<false>,
-    .matvec_q4_k_x16 = matvec_q4_k_x16_v<Dot4Plain>,
-    .matvec_q6_k_x16 = matvec_q6_k_x16_v<Dot4Plain>,
+    .quantize_row = avx512::quantize_row,
+    .dequantize = avx512::dequantize,
+    .quantize_q8x32 = avx512::quantize_q8x32,
+    .quantize_q8x256 = avx512::quantize_q8x256,
+    .matvec_q8_0 = avx512::matvec_q8_0,
+    .matvec_q4_k = avx512::matvec_q4_k,
+    .matvec_q6_k = avx512::matvec_q6_k,
+    .matvec_q8_0_x16 = avx512::matvec_q8_0_x16,
+    .matvec_q4_k_x16 = avx512::matvec_q4_k_x16,
+    .matvec_q6_k_x16 = avx512::matvec_q6_k_x16,
     .sum_stream = sum_stream,
 };
 
@@ -790,9 +299,9 @@ constexpr Kernels with_bf16_dot(Kernels k) {
     const DotTile dot[kMRMax + 1] = PL_TILES(micro_tile_dot);
     for (int i = 0; i <= kMRMax; ++i) k.tile_bf16_dot[i] = dot[i];
     k.round_bf16_pairs = round_bf16_pairs;
-    k.matvec_q8_0_x16 = matvec_q8_0_x16_v<true>;
-    k.matvec_q4_k_x16 = matvec_q4_k_x16_v<Dot4Vnni>;
-    k.matvec_q6_k_x16 = matvec_q6_k_x16_v<Dot4Vnni>;  // every CPU with AVX512_BF16 has VNNI (checked at dispatch)
+    k.matvec_q8_0_x16 = avx512::matvec_q8_0_x16_vnni;
+    k.matvec_q4_k_x16 = avx512::matvec_q4_k_x16_vnni;
+    k.matvec_q6_k_x16 = avx512::matvec_q6_k_x16_vnni;  // every CPU with AVX512_BF16 has VNNI (checked at dispatch)
     return k;
 }
 

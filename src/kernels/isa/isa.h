@@ -1,14 +1,16 @@
 // The per-instruction-set micro-kernels behind kernels.h (private to src/kernels/).
 //
-// Each ISA file (scalar.cpp, avx2.cpp, avx512.cpp) is compiled with its own target flags and fills one table of
-// function pointers; dispatch.cpp picks the best table this CPU runs, once, and the code that cuts work into tiles,
-// spreads it over threads and dispatches on the weight type (matmul.cpp, pack.cpp, vector.cpp) is written once,
-// with no intrinsics, over whatever table is active.
+// Each ISA file (scalar.cpp, avx2.cpp, avx512.cpp with avx512_quant.cpp) is compiled with its own target flags and
+// fills one table of function pointers; dispatch.cpp picks the best table this CPU runs, once, and the code that cuts
+// work into tiles, spreads it over threads and dispatches on the weight type (matmul.cpp, pack.cpp, vector.cpp) is
+// written once, with no intrinsics, over whatever table is active. The shared .inc files hold code written once and
+// compiled into each ISA file (elementwise.inc, prefetch.inc, quant_dot.inc: dot products of quantized blocks,
+// quantizers.inc); policy.h the AVX-512 decode kernels' choices per CPU family.
 //
-// The ISA files define everything in an anonymous namespace and use nothing from the standard library or our
-// headers that could be emitted out of line: a weak (COMDAT) copy of an inline function compiled for AVX-512 could
-// be the one the linker keeps for every caller, and crash a CPU without it. py.test_isa_objects checks their
-// symbols.
+// The ISA files define everything in an anonymous namespace (but the table getters below and avx512_quant.cpp's entry
+// points, avx512_quant.h: plain functions, defined once) and use nothing from the standard library or our headers that
+// could be emitted out of line: a weak (COMDAT) copy of an inline function compiled for AVX-512 could be the one the
+// linker keeps for every caller, and crash a CPU without it. py.test_isa_objects checks their symbols.
 //
 // Layouts (see PackedMatrix in kernels.h): a packed panel holds kNR rows of W k-major, [K][kNR] (F32, F16), or BF16
 // pairs [ceil(K/2)][kNR][2]. Every product sums each output as one chain of fused multiply-adds over k in order
@@ -64,8 +66,6 @@ using DotTile = void (*)(float* out, int64_t ldo, const uint32_t* x, int64_t ldx
 // Decode: out[kNR p .. kNR p + kNR - 1] = W x for panels p0 .. p1-1 of a packed W [N, K].
 template <class E>
 using Matvec = void (*)(float* out, const float* x, const E* W, int64_t N, int64_t K, int64_t p0, int64_t p1);
-// The bandwidth test's ways of reading a stream (sum_stream).
-enum class ReadWay { plain, prefetch_lines, prefetch_pages };
 
 struct Kernels {
     const char* name = {};
@@ -155,7 +155,8 @@ float* thread_buffer(size_t n);
 const Kernels& active();
 
 // The decode kernels' tuning (kernels.h's Tuning): what use_tuning last set, else PLAINLLAMA_TUNING's, else cpuid's
-// (AMD family 25: zen4, 26 or later: zen5, else intel), chosen at the first call. The AVX-512 kernels ask per call.
+// (AMD family 25: zen4, 26 or later: zen5, else intel), chosen at the first call. The AVX-512 kernels run the policy
+// of the tuning (policy.h: with_policy).
 Tuning tuning();
 
 }  // namespace plainllama::isa

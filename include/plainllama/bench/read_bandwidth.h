@@ -1,13 +1,14 @@
-// A short streaming-read bandwidth test: the roofline that memory-bound decoding is measured against.
+// A short streaming-read bandwidth test: the roofline that memory-bound decoding is measured against (bench). It
+// reads through the kernels' sum_stream, so that it reads as the decode kernels do.
 #pragma once
 #include <cstddef>
 
 namespace plainllama {
 
 // A streaming-read bandwidth test: every thread of the kernels' team (sys/team.h) sums its own contiguous slice of a
-// `bytes` buffer with the active kernels' vector loads, once with plain loads (the Zen 4 decode kernels'), once with a
-// software prefetch of every line (the float decode kernels' on Intel) and once with one of each 4 KiB page's first
-// line (the Zen 5 decode kernels'); a pass reports the fastest (which one is fastest depends on the CPU). The buffer
+// `bytes` buffer with the active kernels' vector loads (sum_stream), once in each ReadWay (kernels.h): plain loads, a
+// software prefetch of every line, a prefetch of each 4 KiB page's first line, the decode kernels' ways on different
+// CPUs; a pass reports the fastest (which one is fastest depends on the CPU). The buffer
 // sits on 2 MiB pages where the kernel allows (as the packed weights do), is allocated when the test is made and first
 // touched by the threads that run its passes (so its pages sit near them), and is held until the test is destroyed, so
 // that passes can be timed between other work. A pass over a buffer smaller than 64 MiB reads it several times, so the
@@ -19,12 +20,12 @@ class ReadBandwidthTest {
     ReadBandwidthTest(const ReadBandwidthTest&) = delete;
     ReadBandwidthTest& operator=(const ReadBandwidthTest&) = delete;
 
-    // One timed pass: GB/s (1e9 bytes per second).
+    // One timed pass: its rate in 1e9 bytes per second.
     double pass();
     // A timed pass over the next `bytes` of the buffer (whole 256-byte blocks, at least one, at most the buffer; no
     // 64 MiB minimum), from where the last one stopped and on from the start when it reaches the end, one way of
     // reading, then the next `bytes` the next way, and so on for the three (the same bytes when `bytes` is the whole
-    // buffer): GB/s, the fastest.
+    // buffer): the fastest rate, in 1e9 bytes per second.
     // Between steps of other work, as long as the buffer is larger than the caches, each finds its bytes in memory.
     double pass(size_t bytes);
 

@@ -1,4 +1,4 @@
-#include "plainllama/kernels/membw.h"
+#include "plainllama/bench/read_bandwidth.h"
 
 #include <sys/mman.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "isa/isa.h"
+#include "plainllama/kernels/kernels.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 #include "plainllama/sys/team.h"
@@ -31,12 +31,11 @@ void slice(size_t n, int t, int nt, size_t* begin, size_t* end) {
 volatile float g_sink;  // keeps the sums alive
 
 // The ways a pass reads (see pass()).
-constexpr isa::ReadWay kWays[] = {isa::ReadWay::plain, isa::ReadWay::prefetch_lines, isa::ReadWay::prefetch_pages};
+constexpr ReadWay kWays[] = {ReadWay::plain, ReadWay::prefetch_lines, ReadWay::prefetch_pages};
 
 // `sweeps` reads of the n floats of buffer p [n_total] from `first` on (on from the start past the end), every thread
-// its own slice, sum_stream's way `way`: GB/s.
-double timed_read(const float* p, size_t n_total, size_t first, size_t n, size_t sweeps, isa::ReadWay way) {
-    const isa::Kernels& ks = isa::active();
+// its own slice, sum_stream's way `way`: the rate in 1e9 bytes per second.
+double timed_read(const float* p, size_t n_total, size_t first, size_t n, size_t sweeps, ReadWay way) {
     const int nt = thread_count();
     std::vector<float> sums(size_t(nt), 0.0f);
     const auto t0 = std::chrono::steady_clock::now();
@@ -46,9 +45,9 @@ double timed_read(const float* p, size_t n_total, size_t first, size_t n, size_t
         b += first, e += first;
         float sum = 0.0f;
         for (size_t s = 0; s < sweeps; ++s) {
-            if (b < n_total) sum += ks.sum_stream(p + b, int64_t(std::min(e, n_total) - b), way);
+            if (b < n_total) sum += sum_stream(p + b, int64_t(std::min(e, n_total) - b), way);
             if (e > n_total)
-                sum += ks.sum_stream(p + std::max(b, n_total) - n_total, int64_t(e - std::max(b, n_total)), way);
+                sum += sum_stream(p + std::max(b, n_total) - n_total, int64_t(e - std::max(b, n_total)), way);
         }
         sums[size_t(t)] = sum;
     });
@@ -82,19 +81,18 @@ ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
 ReadBandwidthTest::~ReadBandwidthTest() { std::free(p_); }
 
 // Each pass reads the bytes three times, with plain loads, with a prefetch of every line and with one of each 4 KiB
-// page's first line, and reports the fastest: which reads fastest depends on the CPU (Zen 5, 1 thread, a read of as
-// many bytes as a TinyLlama Q4_K_M token each, 3 rounds: plain 26.2-32.7 GB/s, every line 21.8-26.5, page starts
-// 30.3-39.7; Intel's cores need the prefetches to keep the decode kernels streaming, see prefetch.inc).
+// page's first line, and reports the fastest: which reads fastest depends on the CPU, as for the decode kernels
+// (src/kernels/isa/policy.h), so the roofline is the read the CPU's own best way gets.
 double ReadBandwidthTest::pass() {
     double gbs = 0.0;
-    for (isa::ReadWay way : kWays) gbs = std::max(gbs, timed_read(p_, n_, 0, n_, sweeps_, way));
+    for (ReadWay way : kWays) gbs = std::max(gbs, timed_read(p_, n_, 0, n_, sweeps_, way));
     return gbs;
 }
 
 double ReadBandwidthTest::pass(size_t bytes) {
     const size_t n = std::clamp<size_t>(bytes / sizeof(float) / kBlock, 1, n_ / kBlock) * kBlock;  // floats read
     double gbs = 0.0;
-    for (isa::ReadWay way : kWays) {  // each from where the last stopped: none finds another's bytes cached
+    for (ReadWay way : kWays) {  // each from where the last stopped: none finds another's bytes cached
         gbs = std::max(gbs, timed_read(p_, n_, next_, n, 1, way));
         next_ = (next_ + n) % n_;
     }
