@@ -32,6 +32,14 @@ fi
 if [[ ! -d tests/openai/node_modules/openai ]]; then
   (cd tests/openai && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null)
 fi
+# The GGUF test runs llama.cpp itself: node-llama-cpp (tests/llama_cpp/package.json) with its prebuilt CPU build for
+# linux-x64 only, into tests/llama_cpp/node_modules (git-ignored, 83 MB). --omit=optional leaves out the other
+# prebuilt builds (CUDA, Vulkan, other platforms); --ignore-scripts skips its postinstall, which would look for a GPU
+# and build llama.cpp from source when no prebuilt build fits.
+if [[ $(uname -sm) == "Linux x86_64" && ! -d tests/llama_cpp/node_modules/node-llama-cpp ]]; then
+  (cd tests/llama_cpp && npm install --no-audit --no-fund --no-package-lock --omit=optional --ignore-scripts \
+     --loglevel=error >/dev/null)
+fi
 
 build_dir=${BUILD_DIR:-build}
 # Ninja compiles one target's files while another still links (make waits); a folder configured before keeps its

@@ -221,7 +221,9 @@ Run add_bench(CLI::App& app) {
             params += e;
         }
         std::string dtype = projection_dtype(*l.model);
-        if (l.model->quant() != QuantScheme::none) {  // llama-bench's spelling: Q4_K_M
+        if (!l.model->file_type().empty()) {  // a GGUF's file type, as llama-bench names it
+            dtype = l.model->file_type();
+        } else if (l.model->quant() != QuantScheme::none) {  // llama-bench's spelling: Q4_K_M
             dtype = scheme_name(l.model->quant());
             for (char& ch : dtype) ch = char(std::toupper(static_cast<unsigned char>(ch)));
         }

@@ -14,6 +14,10 @@
 
 namespace plainllama::cli {
 
+// The help of -m/--model.
+inline constexpr const char* kModelHelp =
+    "Model: a folder (config.json, *.safetensors, tokenizer.model or tokenizer.json) or a GGUF file";
+
 struct ModelOpts {
     std::string model = "models/default";
     int threads = 0;       // 0 = physical cores

@@ -36,9 +36,10 @@ class Tokenizer {
 };
 
 // The tokenizer of a model folder: tokenizer.model (SentencePiece) when present, else tokenizer.json (with
-// tokenizer_config.json beside it when present); Error naming the folder when it has neither.
+// tokenizer_config.json beside it when present); Error naming the folder when it has neither. For a GGUF model
+// (io/gguf.h's is_gguf_model), its vocabulary (gguf_vocab.h).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir);
-// Whether the folder has a tokenizer file (present, even if it cannot be read).
+// Whether the folder has a tokenizer file (present, even if it cannot be read), or the GGUF a vocabulary.
 bool has_tokenizer(const std::filesystem::path& dir);
 
 // Streaming detokenizer: feed ids one at a time, get the new text. It decodes a short window of
