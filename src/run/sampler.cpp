@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "plainllama/run/grammar_constraint.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
@@ -157,7 +158,8 @@ std::vector<double> candidate_probs(const std::vector<Candidate>& c, float temp)
 
 Sampler::Sampler(const SamplerParams& p) : params_(p), rng_(p.seed) {}
 
-int32_t Sampler::sample(const float* logits, int32_t n_vocab, const std::vector<int32_t>& history) {
+int32_t Sampler::sample(const float* logits, int32_t n_vocab, const std::vector<int32_t>& history,
+                        const TokenMask* allowed) {
     if (n_vocab < 1 || logits == nullptr)
         throw Error("sampler: expected logits for n_vocab >= 1 tokens, got n_vocab " + std::to_string(n_vocab) +
                     (logits ? "" : " and no logits"));
@@ -182,6 +184,14 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, const std::vector<
         const size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(p.repeat_last_n));
         recent_.assign(history.end() - std::ptrdiff_t(n), history.end());
         penalize(cands_, recent_, p.repeat_penalty);
+    }
+    if (allowed) {  // after the penalty, which finds ids by position in the full list; the order stays by id
+        if (allowed->n != n_vocab)
+            throw Error("sampler: the mask of allowed tokens has " + std::to_string(allowed->n) + " tokens, the logits " +
+                        std::to_string(n_vocab));
+        cands_.erase(std::remove_if(cands_.begin(), cands_.end(), [&](const Candidate& c) { return !allowed->test(c.id); }),
+                     cands_.end());
+        if (cands_.empty()) throw Error("sampler: the mask allows no token");
     }
     if (!(p.temp > 0.0f)) return cands_[best_index(cands_)].id;  // greedy: no random numbers
 
