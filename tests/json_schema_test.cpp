@@ -252,7 +252,9 @@ TEST(JsonSchema, Errors) {
         {R"({"type": "object", "properties": {"a": false}})", "schema at /properties/a: the schema false"},
         {R"({"type": "object", "additionalProperties": 1})", "expected true, false or a schema"},
         {"{\"type\": ", "schema: not valid JSON"},
-        {R"({"$ref": "#"})", "its grammar cannot run: "},
+        {R"({"$ref": "#"})", "schema: a $ref comes back to itself before any value is written"},
+        {R"({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/b"}]}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})",
+         "a $ref comes back to itself"},
         {R"({"$ref": 1})", "schema at /$ref: expected a string"},
         {R"({"$ref": "#/$defs/a", "type": "string"})", "\"$ref\" with \"type\" beside it is not supported"},
     };

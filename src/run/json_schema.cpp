@@ -536,7 +536,13 @@ std::shared_ptr<const Grammar> parsed(const std::string& gbnf) {
     try {
         return std::make_shared<const Grammar>(parse_gbnf(gbnf));
     } catch (const GrammarError& e) {
-        throw SchemaError(std::string("schema: its grammar cannot run: ") + e.what());
+        const std::string what = e.what();
+        if (what.find("left-recursive") != std::string::npos)  // the only way a compiled schema loops
+            throw SchemaError(
+                "schema: a $ref comes back to itself before any value is written, so no text can "
+                "satisfy it (its grammar: " +
+                what + ")");
+        throw SchemaError("schema: its grammar cannot run: " + what);
     }
 }
 }  // namespace
