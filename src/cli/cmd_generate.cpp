@@ -4,9 +4,7 @@
 
 #include "commands.h"
 #include "common.h"
-#include "plainllama/io/file.h"
 #include "plainllama/run/generate.h"
-#include "plainllama/run/json_schema.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama::cli {
@@ -38,17 +36,7 @@ Run add_generate(CLI::App& app) {
     return [o, p_opt, f_opt] {
         const std::string prompt = read_prompt(o->prompt, o->file, p_opt->count() > 0, f_opt->count() > 0);
         // The grammar before the model: a bad file fails at once.
-        std::shared_ptr<const Grammar> grammar;
-        const std::string& gfile = o->json_schema.empty() ? o->grammar : o->json_schema;
-        if (!gfile.empty()) {
-            const std::string text = read_input(gfile);
-            try {
-                grammar = o->json_schema.empty() ? std::make_shared<const Grammar>(parse_gbnf(text))
-                                                 : json_schema_grammar(text);
-            } catch (const Error& e) {
-                throw Error(gfile + ": " + e.what());
-            }
-        }
+        const std::shared_ptr<const Grammar> grammar = load_grammar(o->json_schema, o->grammar);
         Loaded l = load(o->m);
         const bool quiet = o->m.quiet;
         Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});

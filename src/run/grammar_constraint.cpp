@@ -101,7 +101,11 @@ const TokenMask& GrammarConstraint::allowed() {
         masks_.clear();
     }
     auto it = masks_.find(state_);
-    if (it != masks_.end()) return it->second;
+    if (it != masks_.end()) {
+        ++n_cached_;
+        return it->second;
+    }
+    ++n_computed_;
     if (masks_.size() >= kMaxMasks) masks_.clear();
     TokenMask& m = masks_[state_];
     compute_mask(m);

@@ -60,6 +60,9 @@ class GrammarConstraint {
     bool must_end() const { return ended_ || matcher_.must_end(state_); }
     // Back to the start of the grammar, for a new sequence.
     void reset();
+    // allowed() calls so far that walked the tree, and that found the state's mask kept.
+    int64_t masks_computed() const { return n_computed_; }
+    int64_t masks_cached() const { return n_cached_; }
 
     // The mask of the state, computed by walking the prefix tree (what allowed() calls on a state it has not seen).
     void compute_mask(TokenMask& m);
@@ -74,6 +77,7 @@ class GrammarConstraint {
     GrammarMatcher matcher_;
     int32_t state_;
     bool ended_ = false;
+    int64_t n_computed_ = 0, n_cached_ = 0;
     std::unordered_map<int32_t, TokenMask> masks_;  // by state
     std::vector<int32_t> walk_;                     // [max depth + 1] scratch: the state at each depth of the walk
 };
