@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
 
 #include "plainllama/run/grammar_matcher.h"
 #include "test_util.h"
@@ -215,13 +216,58 @@ TEST(Gbnf, LeftRecursionIsRefused) {
     // Through a rule that can match nothing, and through a chain of rules.
     EXPECT_TRUE(HasSubstr(error_of("root ::= opt root \"x\" | \"y\"\nopt ::= \"o\"?"), "left-recursive"));
     EXPECT_TRUE(HasSubstr(error_of("root ::= a\na ::= b \"x\"\nb ::= a | \"y\""), "left-recursive (a -> b -> a"));
-    // A repetition of something that can be empty would expand forever too.
-    EXPECT_TRUE(HasSubstr(error_of("root ::= (\"a\"?)*"),
-                          "line 1, column 16: this repetition repeats something that can "
-                          "match nothing (in rule 'root')"));
     // Right recursion and recursion after a character are fine.
     EXPECT_EQ(error_of("root ::= \"a\" root | \"\""), "(no error)");
     EXPECT_EQ(error_of("root ::= \"(\" root \")\" | \"x\""), "(no error)");
+    // A cycle through references that end their alternatives pushes nothing: fine.
+    EXPECT_EQ(error_of("root ::= a | \"x\"\na ::= root"), "(no error)");
+    // A root that can never end.
+    EXPECT_TRUE(HasSubstr(error_of("root ::= a\na ::= a"), "line 1, column 1: the grammar matches no text"));
+    EXPECT_TRUE(HasSubstr(error_of("root ::= \"x\" a\na ::= \"y\" a"), "the grammar matches no text"));
+    // Long chains of rules are checked without recursion.
+    std::string chain = "root ::= r0\n";
+    for (int i = 0; i < 50000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + " \"x\"\n";
+    chain += "r50000 ::= \"y\" | r0";
+    EXPECT_TRUE(HasSubstr(error_of(chain), "line 2, column 1: rule 'r0' is left-recursive (r0 -> r1 -> r2"));
+}
+
+// A repetition of something that can match nothing: the same strings as without the empty match.
+TEST(Gbnf, RepeatingWhatCanBeEmpty) {
+    for (const char* g :
+         {"root ::= (\"a\"?)*", "root ::= (\"a\"*)+", "root ::= (\"a\"? \"b\"?){2,}", "root ::= ((\"a\" | \"\")*)*"}) {
+        EXPECT_TRUE(matches(g, "")) << g;
+        EXPECT_TRUE(matches(g, "aaa")) << g;
+        EXPECT_FALSE(matches(g, "c")) << g;
+    }
+    EXPECT_TRUE(matches("root ::= \"\"* (\"\")+ ()? \"a\" (){3}", "a"));  // nothing repeated is nothing
+    EXPECT_TRUE(matches("root ::= (\"a\"?)* \"b\"", "aab"));
+    EXPECT_TRUE(matches("root ::= (\"a\"?)* \"b\"", "b"));
+    EXPECT_FALSE(matches("root ::= (\"a\"?)* \"b\"", "aa"));
+}
+
+// Text from a client: whatever the bytes, a grammar or a GrammarError, never a crash or a hang.
+TEST(Gbnf, RandomTextIsAGrammarOrAnError) {
+    std::mt19937 rng(1);
+    const std::string alphabet = "root ::=\"[]()|*+?{},.-^\\#\n\tabx09\xC3\xA9";
+    int parsed = 0;
+    for (int i = 0; i < 20000; ++i) {
+        std::string s = "root ::= ";
+        for (int k = int(rng() % 40); k > 0; --k) s += alphabet[rng() % alphabet.size()];
+        try {
+            GrammarMatcher m(std::make_shared<const Grammar>(parse_gbnf(s)));
+            m.feed(m.start(), "ab(x)09\xC3\xA9");
+            ++parsed;
+        } catch (const GrammarError&) {
+        }
+    }
+    EXPECT_GT(parsed, 100);  // the alphabet makes grammars too, not only errors
+    // Groups nested beyond the parser's depth, and rules nested beyond the matcher's.
+    EXPECT_TRUE(HasSubstr(error_of("root ::= " + std::string(5000, '(') + "\"a\"" + std::string(5000, ')')),
+                          "groups nest deeper than 1000 levels"));
+    std::string deep = "root ::= r0\n";
+    for (int i = 0; i < 20000; ++i) deep += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+    deep += "r20000 ::= \"z\"";
+    EXPECT_THROW(GrammarMatcher(std::make_shared<const Grammar>(parse_gbnf(deep))), Error);
 }
 
 }  // namespace plainllama::gbnf_test

@@ -261,6 +261,40 @@ TEST(JsonSchema, Errors) {
     for (const Case& c : cases) EXPECT_TRUE(HasSubstr(error_of(c.schema), c.error)) << c.schema;
 }
 
+// Patterns from a client: a grammar or an error about the pattern, never a grammar that does not parse.
+TEST(JsonSchema, RandomPatternsCompileOrAreRefused) {
+    std::mt19937 rng(3);
+    const std::string alphabet = "ab^$.|()[]{}*+?\\-,0129dwsSbu\"\xC3\xA9:<=!";
+    int compiled = 0;
+    for (int i = 0; i < 20000; ++i) {
+        std::string p;
+        for (int k = int(rng() % 16); k > 0; --k) p += alphabet[rng() % alphabet.size()];
+        nlohmann::ordered_json schema = {{"type", "string"}, {"pattern", p}};
+        try {
+            const auto g = json_schema_value_grammar(schema);
+            GrammarMatcher m(g);
+            m.feed(m.start(), "\"ab0\"");
+            ++compiled;
+        } catch (const SchemaError& e) {
+            ASSERT_TRUE(test::StartsWith(e.what(), "schema at /pattern: pattern")) << p;
+        }
+    }
+    EXPECT_GT(compiled, 1000);
+}
+
+// Nesting from a client: the compiler recurses on each level and stops at 200.
+TEST(JsonSchema, DeepNestingIsAnError) {
+    std::string deep;
+    for (int i = 0; i < 5000; ++i) deep += R"({"type": "array", "items": )";
+    deep += "{}" + std::string(5000, '}');
+    EXPECT_TRUE(HasSubstr(error_of(deep), "schemas nest deeper than 200 levels"));
+    std::string ok;
+    for (int i = 0; i < 50; ++i) ok += R"({"type": "array", "items": )";
+    ok += R"({"type": "integer"})" + std::string(50, '}');
+    expect(ok, {std::string(50, '[') + "1" + std::string(50, ']'), std::string(50, '[') + std::string(50, ']')},
+           {std::string(51, '[') + "1" + std::string(51, ']'), std::string(50, '[') + "\"1\"" + std::string(50, ']')});
+}
+
 // Integer ranges: every integer in a window, written canonically, is accepted exactly when it is in range; leading
 // zeros and "-0" never are.
 TEST(JsonSchema, IntegerRangesAgainstEveryInteger) {

@@ -2,7 +2,6 @@
 // root, no left recursion).
 #include <algorithm>
 #include <cctype>
-#include <functional>
 #include <unordered_map>
 
 #include "plainllama/run/grammar.h"
@@ -25,6 +24,7 @@ namespace {
 
 constexpr uint32_t kMaxRepeat = 10000;            // the largest m or n of {m,n}
 constexpr size_t kMaxElements = size_t(1) << 22;  // elements of all rules, after repetitions are written out
+constexpr int kMaxNesting = 1000;                 // groups within groups (the parser recurses on each)
 
 using Elem = Grammar::Elem;
 using Seq = std::vector<Elem>;
@@ -65,8 +65,7 @@ class Parser {
         std::string name;
         std::vector<Seq> alts;
         bool defined = false;
-        size_t at = 0;        // where it was defined (or first used, while undefined)
-        bool repeat = false;  // generated for *, + or {m,}: its operand repeats
+        size_t at = 0;  // where it was defined (or first used, while undefined)
     };
 
     const std::string& s_;
@@ -75,6 +74,7 @@ class Parser {
     std::unordered_map<std::string, uint32_t> ids_;
     std::vector<CharClass> classes_;
     size_t n_elems_ = 0;
+    int nesting_ = 0;  // groups open
 
     [[noreturn]] void fail(size_t at, const std::string& what) const;
     bool eof() const { return p_ >= s_.size(); }
@@ -82,7 +82,7 @@ class Parser {
     void skip_space(bool newlines);
     std::string name();
     uint32_t rule_id(const std::string& name, size_t at);
-    uint32_t new_rule(const std::string& base, size_t at, std::vector<Seq> alts, bool repeat = false);
+    uint32_t new_rule(const std::string& base, size_t at, std::vector<Seq> alts);
     uint32_t code_point();  // one character of a literal or class, escapes decoded
     uint32_t number();
     std::vector<Seq> alternatives(const std::string& rule, bool nested);
@@ -133,12 +133,11 @@ uint32_t Parser::rule_id(const std::string& n, size_t at) {
     return it->second;
 }
 
-uint32_t Parser::new_rule(const std::string& base, size_t at, std::vector<Seq> alts, bool repeat) {
+uint32_t Parser::new_rule(const std::string& base, size_t at, std::vector<Seq> alts) {
     // "base/K": no name written in a grammar has a '/', and K (the rule count) is new each time.
     const uint32_t id = rule_id(base + "/" + std::to_string(rules_.size()), at);
     rules_[id].alts = std::move(alts);
     rules_[id].defined = true;
-    rules_[id].repeat = repeat;
     return id;
 }
 
@@ -253,7 +252,7 @@ Seq Parser::sequence(const std::string& rule, bool nested) {
             ++p_;
             Seq op(seq.begin() + std::ptrdiff_t(last), seq.end());
             seq.resize(last);
-            if (op.size() != 1) op = {Elem{Grammar::kRule, new_rule(rule, at, {op})}};
+            if (op.size() > 1) op = {Elem{Grammar::kRule, new_rule(rule, at, {op})}};
             uint32_t lo = 0, hi = 0;
             bool unbounded = false;
             if (c == '*') {
@@ -283,10 +282,12 @@ Seq Parser::sequence(const std::string& rule, bool nested) {
                     fail(at,
                          "{" + std::to_string(lo) + "," + std::to_string(hi) + "}: the maximum is below the minimum");
             }
+            have_item = false;         // "a**" is refused: a quantifier needs an item
+            if (op.empty()) continue;  // "" or () repeated: still nothing
             count(lo + (unbounded ? 2 : 2 * (hi - lo)));
             for (uint32_t i = 0; i < lo; ++i) seq.push_back(op[0]);
             if (unbounded) {  // R ::= op R | (empty)
-                const uint32_t r = new_rule(rule, at, {}, /*repeat=*/true);
+                const uint32_t r = new_rule(rule, at, {});
                 rules_[r].alts = {{op[0], Elem{Grammar::kRule, r}}, {}};
                 seq.push_back(Elem{Grammar::kRule, r});
             } else if (hi > lo) {  // T1 ::= op | (empty); Tk ::= op T(k-1) | (empty)
@@ -294,7 +295,6 @@ Seq Parser::sequence(const std::string& rule, bool nested) {
                 for (uint32_t k = 2; k <= hi - lo; ++k) t = new_rule(rule, at, {{op[0], Elem{Grammar::kRule, t}}, {}});
                 seq.push_back(Elem{Grammar::kRule, t});
             }
-            have_item = false;  // "a**" is refused: a quantifier needs an item
             continue;
         }
         last = seq.size();
@@ -309,7 +309,6 @@ Seq Parser::sequence(const std::string& rule, bool nested) {
             }
             ++p_;
             count(seq.size() - last);
-            if (seq.size() == last) have_item = false;  // "" repeats nothing
         } else if (c == '[') {
             ++p_;
             const bool negate = peek() == '^';
@@ -341,13 +340,15 @@ Seq Parser::sequence(const std::string& rule, bool nested) {
             count(1);
         } else if (c == '(') {
             ++p_;
+            if (++nesting_ > kMaxNesting)
+                fail(at, "groups nest deeper than " + std::to_string(kMaxNesting) + " levels");
             skip_space(true);
             std::vector<Seq> alts = alternatives(rule, true);
+            --nesting_;
             if (peek() != ')') fail(at, "the group is not closed with ')'");
             ++p_;
             if (alts.size() == 1) {
                 seq.insert(seq.end(), alts[0].begin(), alts[0].end());
-                if (seq.size() == last) have_item = false;
             } else {
                 seq.push_back(Elem{Grammar::kRule, new_rule(rule, at, std::move(alts))});
             }
@@ -407,8 +408,10 @@ Grammar Parser::run() {
     return g;
 }
 
-// Left recursion: a rule that reaches itself through first elements that can all match nothing. The matcher
-// expands rules until a character is next, so such a rule would never stop expanding.
+// Left recursion: a rule that reaches itself again before any character, through a reference with more after it
+// in its alternative. The matcher expands rules until a character is next, pushing what comes after each reference;
+// such a cycle would push forever. A cycle through references that end their alternatives pushes nothing (the
+// matcher sees the same stack again and stops), so x* of an x that can match nothing is fine.
 void Parser::check(const Grammar& g) const {
     const size_t n = g.alts.size();
     std::vector<char> nullable(n, 0);
@@ -426,38 +429,105 @@ void Parser::check(const Grammar& g) const {
             }
         }
     }
-    std::vector<std::vector<uint32_t>> first(n);  // rules that can come first in r, before any character
+    // A grammar whose root can never end matches no text (root ::= a, a ::= a): refused rather than left to fail at
+    // the first token.
+    std::vector<char> ends(n, 0);  // the rule can match some finite text
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t r = 0; r < n; ++r) {
+            if (ends[r]) continue;
+            for (uint32_t a : g.alts[r]) {
+                size_t i = a;
+                while (g.elems[i].kind == Grammar::kChars ||
+                       (g.elems[i].kind == Grammar::kRule && ends[g.elems[i].arg]))
+                    ++i;
+                if (g.elems[i].kind == Grammar::kEnd) {
+                    ends[r] = changed = true;
+                    break;
+                }
+            }
+        }
+    }
+    if (!ends[g.root])
+        fail(rules_[g.root].at,
+             "the grammar matches no text: every way through rule 'root' leads to a rule that "
+             "only refers to itself and never ends");
+    // The references that can come first in r, before any character; `grows`: more follows them.
+    struct Edge {
+        uint32_t to;
+        bool grows;
+    };
+    std::vector<std::vector<Edge>> first(n), back(n);
     for (size_t r = 0; r < n; ++r)
         for (uint32_t a : g.alts[r])
             for (size_t i = a; g.elems[i].kind == Grammar::kRule; ++i) {
-                first[r].push_back(g.elems[i].arg);
+                first[r].push_back({g.elems[i].arg, g.elems[i + 1].kind != Grammar::kEnd});
+                back[g.elems[i].arg].push_back({uint32_t(r), false});
                 if (!nullable[g.elems[i].arg]) break;
             }
-    std::vector<char> color(n, 0);  // 0 unseen, 1 on the path, 2 done
-    std::vector<uint32_t> path;
-    std::function<void(uint32_t)> visit = [&](uint32_t r) {
-        color[r] = 1;
-        path.push_back(r);
-        for (uint32_t s : first[r]) {
-            if (color[s] == 1) {
-                const Rule& rule = rules_[s];
-                if (rule.repeat)
-                    fail(rule.at, "this repetition repeats something that can match nothing (in rule '" +
-                                      rule.name.substr(0, rule.name.find('/')) +
-                                      "'): it could repeat forever; make the repeated part non-empty");
-                std::string cycle;
-                for (auto it = std::find(path.begin(), path.end(), s); it != path.end(); ++it)
-                    cycle += g.names[*it] + " -> ";
-                fail(rule.at, "rule '" + g.names[s] + "' is left-recursive (" + cycle + g.names[s] +
-                                  " before any character); rewrite it with repetition, e.g. x ::= y (\"+\" y)*");
+    // Strongly connected components (Kosaraju, with explicit stacks: a chain of rules can be as long as the
+    // grammar): rules that reach each other before any character.
+    std::vector<uint32_t> order, comp(n, UINT32_MAX);
+    std::vector<char> seen(n, 0);
+    std::vector<std::pair<uint32_t, size_t>> stack;
+    for (uint32_t s0 = 0; s0 < n; ++s0) {
+        if (seen[s0]) continue;
+        seen[s0] = 1;
+        stack.push_back({s0, 0});
+        while (!stack.empty()) {
+            const uint32_t r = stack.back().first;
+            if (stack.back().second == first[r].size()) {
+                order.push_back(r);
+                stack.pop_back();
+                continue;
             }
-            if (color[s] == 0) visit(s);
+            const uint32_t t = first[r][stack.back().second++].to;
+            if (!seen[t]) {
+                seen[t] = 1;
+                stack.push_back({t, 0});
+            }
         }
-        path.pop_back();
-        color[r] = 2;
-    };
+    }
+    std::vector<uint32_t> todo;
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+        if (comp[*it] != UINT32_MAX) continue;
+        comp[*it] = *it;
+        todo.push_back(*it);
+        while (!todo.empty()) {
+            const uint32_t r = todo.back();
+            todo.pop_back();
+            for (const Edge& e : back[r])
+                if (comp[e.to] == UINT32_MAX) {
+                    comp[e.to] = *it;
+                    todo.push_back(e.to);
+                }
+        }
+    }
     for (uint32_t r = 0; r < n; ++r)
-        if (color[r] == 0) visit(r);
+        for (const Edge& e : first[r]) {
+            if (!e.grows || comp[e.to] != comp[r]) continue;
+            // r -> e.to -> ... -> r: the way back, breadth-first within the component, for the message.
+            std::vector<uint32_t> from(n, UINT32_MAX);
+            std::vector<uint32_t> queue = {e.to};
+            from[e.to] = e.to;
+            for (size_t q = 0; q < queue.size() && from[r] == UINT32_MAX; ++q)
+                for (const Edge& f : first[queue[q]])
+                    if (comp[f.to] == comp[r] && from[f.to] == UINT32_MAX) {
+                        from[f.to] = queue[q];
+                        queue.push_back(f.to);
+                    }
+            std::vector<uint32_t> way;  // r back to e.to
+            for (uint32_t x = r;; x = from[x]) {
+                way.push_back(x);
+                if (x == e.to) break;
+            }
+            std::string cycle = g.names[r];
+            for (auto it = way.rbegin(); it != way.rend(); ++it) cycle += " -> " + g.names[*it];
+            const Rule& rule = rules_[r];
+            const std::string user = rule.name.substr(0, rule.name.find('/'));
+            fail(rule.at, "rule '" + user + "' is left-recursive (" + cycle +
+                              " before any character); rewrite it with repetition, e.g. x ::= y (\"+\" y)*");
+        }
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ const std::set<std::string> kOther = {"type", "enum", "const", "anyOf", "oneOf",
 const std::vector<std::string> kTypes = {"object", "array", "string", "number", "integer", "boolean", "null"};
 
 constexpr int64_t kMaxCount = 10000;  // the largest minItems, maxItems, minLength, maxLength
+constexpr int kMaxSchemaDepth = 200;  // schemas within schemas
 
 std::string kind_of(const json& v) {
     return v.is_object()    ? "an object"
@@ -108,6 +109,7 @@ class Compiler {
     std::set<std::string> names_;
     std::set<std::string> prims_used_;
     std::map<std::string, std::string> refs_;  // "$ref" -> its rule
+    int depth_ = 0;                            // schemas within schemas being compiled
 
     [[noreturn]] void fail(const std::string& path, const std::string& what) const {
         throw SchemaError("schema" + (path.empty() ? std::string() : " at " + path) + ": " + what);
@@ -173,6 +175,12 @@ int64_t Compiler::count(const json& s, const char* key, const std::string& path,
 }
 
 std::string Compiler::value(const json& s, const std::string& path, const std::string& hint) {
+    struct Depth {  // the compiler recurses on each nested schema
+        int& d;
+        explicit Depth(int& x) : d(++x) {}
+        ~Depth() { --d; }
+    } depth(depth_);
+    if (depth_ > kMaxSchemaDepth) fail(path, "schemas nest deeper than " + std::to_string(kMaxSchemaDepth) + " levels");
     if (s.is_boolean()) {
         if (s.get<bool>()) return prim("value");
         fail(path, "the schema false allows no value");
@@ -537,7 +545,7 @@ std::shared_ptr<const Grammar> parsed(const std::string& gbnf) {
         return std::make_shared<const Grammar>(parse_gbnf(gbnf));
     } catch (const GrammarError& e) {
         const std::string what = e.what();
-        if (what.find("left-recursive") != std::string::npos)  // the only way a compiled schema loops
+        if (what.find("left-recursive") != std::string::npos || what.find("matches no text") != std::string::npos)
             throw SchemaError(
                 "schema: a $ref comes back to itself before any value is written, so no text can "
                 "satisfy it (its grammar: " +

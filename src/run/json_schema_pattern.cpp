@@ -71,9 +71,16 @@ class PatternParser {
 
 uint32_t PatternParser::utf8() {
     const auto c = static_cast<unsigned char>(s_[p_]);
-    const int n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+    const int n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || p_ + size_t(n) > s_.size()) fail("not valid UTF-8");
     uint32_t v = n == 1 ? c : c & (0x7F >> n);
-    for (int i = 1; i < n; ++i) v = v << 6 | (static_cast<unsigned char>(peek(size_t(i))) & 0x3F);
+    for (int i = 1; i < n; ++i) {
+        const auto k = static_cast<unsigned char>(peek(size_t(i)));
+        if ((k & 0xC0) != 0x80) fail("not valid UTF-8");
+        v = v << 6 | (k & 0x3F);
+    }
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < kMin[n] || v > Grammar::kMaxCodePoint || (v >= 0xD800 && v <= 0xDFFF)) fail("not valid UTF-8");
     p_ += size_t(n);
     return v;
 }
@@ -226,7 +233,7 @@ std::string PatternParser::sequence() {
                     fail("group flags (?...) are not supported");
                 }
             }
-            ++depth_;
+            if (++depth_ > 1000) fail("groups nest deeper than 1000 levels");
             atom = "(" + alternatives() + ")";
             --depth_;
             if (peek() != ')') fail("a '(' without its ')'");
