@@ -68,18 +68,29 @@ void GrammarConstraint::finish_mask(TokenMask& m) const {
 
 void GrammarConstraint::compute_mask(TokenMask& m) {
     m.clear(vocab_->n_vocab());
-    const std::vector<TokenTrie::Node>& nodes = vocab_->nodes();
-    const std::vector<int32_t>& tokens = vocab_->tokens();
-    walk_[0] = state_;
-    for (size_t i = 1; i < nodes.size();) {
+    // The hot loop: one node, one table lookup; raw pointers, as nothing here can move them but a new transition.
+    const TokenTrie::Node* nodes = vocab_->nodes().data();
+    const size_t n_nodes = vocab_->nodes().size();
+    const int32_t* tokens = vocab_->tokens().data();
+    uint64_t* bits = m.bits.data();
+    int32_t* walk = walk_.data();
+    const int32_t* trans = matcher_.transitions();
+    walk[0] = state_;
+    for (size_t i = 1; i < n_nodes;) {
         const TokenTrie::Node n = nodes[i];
-        const int32_t t = matcher_.next(walk_[n.depth - 1], n.byte);
+        const int32_t s = walk[n.depth - 1];
+        int32_t t = trans[size_t(s) * 256 + n.byte];
+        if (t == GrammarMatcher::kUnknown) {
+            t = matcher_.next(s, n.byte);
+            trans = matcher_.transitions();
+        }
         if (t == GrammarMatcher::kDead) {
             i = n.skip;  // no token under this prefix
             continue;
         }
-        walk_[n.depth] = t;
-        for (uint32_t k = vocab_->first_token(i), e = vocab_->first_token(i + 1); k < e; ++k) m.set(tokens[k]);
+        walk[n.depth] = t;
+        for (uint32_t k = n.first_token, e = k + n.n_tokens; k < e; ++k)
+            bits[uint32_t(tokens[k]) >> 6] |= uint64_t(1) << (tokens[k] & 63);
         ++i;
     }
     finish_mask(m);

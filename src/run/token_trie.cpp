@@ -25,8 +25,7 @@ TokenTrie::TokenTrie(const Tokenizer& tok, int32_t n_vocab) : n_vocab_(n_vocab),
             return static_cast<uint8_t>(p) < static_cast<uint8_t>(q);
         });
     });
-    nodes_.push_back({0, 0, 0});
-    first_token_.push_back(0);
+    nodes_.push_back({0, 0, 0, 0, 0});
     std::vector<uint32_t> path = {0};  // the nodes from the root to the last token's end
     const std::string* prev = nullptr;
     for (int32_t id : order) {
@@ -41,17 +40,19 @@ TokenTrie::TokenTrie(const Tokenizer& tok, int32_t n_vocab) : n_vocab_(n_vocab),
         }
         for (size_t d = common; d < s.size(); ++d) {
             path.push_back(uint32_t(nodes_.size()));
-            nodes_.push_back({0, uint16_t(d + 1), static_cast<uint8_t>(s[d])});
-            first_token_.push_back(uint32_t(tokens_.size()));
+            nodes_.push_back({0, uint32_t(tokens_.size()), uint16_t(d + 1), static_cast<uint8_t>(s[d]), 0});
         }
-        tokens_.push_back(id);  // ends at path.back(): the last node made (or the same bytes as the last token)
+        // It ends at path.back(): the node just made, or the last token's (the same bytes).
+        Node& end = nodes_[path.back()];
+        if (end.n_tokens == 255) throw Error("more than 255 tokens have the bytes of token " + std::to_string(id));
+        ++end.n_tokens;
+        tokens_.push_back(id);
         prev = &s;
     }
     while (!path.empty()) {
         nodes_[path.back()].skip = uint32_t(nodes_.size());
         path.pop_back();
     }
-    first_token_.push_back(uint32_t(tokens_.size()));
 }
 
 }  // namespace plainllama

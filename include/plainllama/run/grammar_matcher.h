@@ -26,7 +26,8 @@ namespace plainllama {
 
 class GrammarMatcher {
    public:
-    static constexpr int32_t kDead = -1;  // the text cannot go on this way
+    static constexpr int32_t kDead = -1;     // the text cannot go on this way
+    static constexpr int32_t kUnknown = -2;  // in transitions(): not computed yet (next() computes it)
 
     explicit GrammarMatcher(std::shared_ptr<const Grammar> g);
 
@@ -51,8 +52,11 @@ class GrammarMatcher {
     // Forgets every state and stack but `keep`'s; returns keep's id in the new tables (start() is renewed too).
     int32_t forget_all_but(int32_t keep);
 
+    // The transition table, [n_states, 256]: next(state, byte) when it is not kUnknown. Valid until the next call
+    // that computes a transition (which may grow it); for loops that read many transitions.
+    const int32_t* transitions() const { return trans_.data(); }
+
    private:
-    static constexpr int32_t kUnknown = -2;
     struct Node {
         uint32_t pos;     // an element of grammar.elems: the top's class, or where the rule below returns to
         uint32_t parent;  // the node below; 0 is the empty stack

@@ -16,27 +16,27 @@ namespace plainllama {
 class TokenTrie {
    public:
     struct Node {
-        uint32_t skip;   // the index just past this node's subtree
-        uint16_t depth;  // bytes from the root (the root is 0)
-        uint8_t byte;    // the byte on the edge from its parent
+        uint32_t skip;         // the index just past this node's subtree
+        uint32_t first_token;  // its tokens (those whose bytes end here) are tokens()[first_token, + n_tokens)
+        uint16_t depth;        // bytes from the root (the root is 0)
+        uint8_t byte;          // the byte on the edge from its parent
+        uint8_t n_tokens;
     };
 
     // The tokens [0, n_vocab) of the tokenizer; ids at or past its vocabulary (a padded embedding), and tokens
-    // without bytes (control, special), are not in the tree. Error for a token longer than 65535 bytes.
+    // without bytes (control, special), are not in the tree. Error for a token longer than 65535 bytes, or more
+    // than 255 tokens with the same bytes.
     TokenTrie(const Tokenizer& tok, int32_t n_vocab);
 
     int32_t n_vocab() const { return n_vocab_; }
     const std::string& bytes(int32_t id) const { return bytes_[size_t(id)]; }  // [n_vocab]
     const std::vector<Node>& nodes() const { return nodes_; }                  // [0] is the root
-    // The tokens whose bytes end at node i: tokens()[first_token(i) .. first_token(i + 1)).
-    uint32_t first_token(size_t i) const { return first_token_[i]; }
     const std::vector<int32_t>& tokens() const { return tokens_; }
 
    private:
     int32_t n_vocab_;
     std::vector<std::string> bytes_;
     std::vector<Node> nodes_;
-    std::vector<uint32_t> first_token_;  // [nodes + 1]
     std::vector<int32_t> tokens_;
 };
 
