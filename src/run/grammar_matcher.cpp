@@ -2,7 +2,6 @@
 #include "plainllama/run/grammar_matcher.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace plainllama {
 
@@ -47,10 +46,11 @@ void GrammarMatcher::clear() {
     states_.clear();
     state_ids_.clear();
     trans_.clear();
-    std::vector<uint32_t> stacks;
+    found_.clear();
+    seen_few_.clear();
     seen_.clear();
-    for (uint32_t a : g_->alts[g_->root]) expand(a, 0, stacks, 0);
-    start_ = intern(stacks, 0);
+    for (uint32_t a : g_->alts[g_->root]) expand(a, 0, found_, 0);
+    start_ = intern(found_, 0);
 }
 
 uint32_t GrammarMatcher::node(uint32_t pos, uint32_t parent) {
@@ -61,10 +61,10 @@ uint32_t GrammarMatcher::node(uint32_t pos, uint32_t parent) {
 }
 
 // Expands the stack (pos, parent) until a class is on top, adding each stack so found (0 for the empty stack) to
-// out. seen_ keeps two stacks that meet again from being expanded twice.
+// out. first_visit keeps two stacks that meet again from being expanded twice.
 void GrammarMatcher::expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out, int depth) {
     if (depth > kMaxDepth) throw Error("grammar: the rules nest too deeply here (more than 5000 levels)");
-    if (!seen_.insert(uint64_t(pos) << 32 | parent).second) return;
+    if (!first_visit(uint64_t(pos) << 32 | parent)) return;
     const Grammar::Elem e = g_->elems[pos];
     switch (e.kind) {
         case Grammar::kEnd:
@@ -90,30 +90,47 @@ void GrammarMatcher::expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>
 int32_t GrammarMatcher::intern(std::vector<uint32_t>& stacks, uint32_t partial) {
     std::sort(stacks.begin(), stacks.end());
     stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
-    std::string key(sizeof(uint32_t) * (stacks.size() + 1), '\0');
-    std::memcpy(key.data(), &partial, sizeof partial);
-    std::memcpy(key.data() + sizeof partial, stacks.data(), sizeof(uint32_t) * stacks.size());
-    auto [it, added] = state_ids_.try_emplace(std::move(key), int32_t(states_.size()));
-    if (added) {
-        states_.push_back({uint32_t(pool_.size()), uint32_t(stacks.size()), partial});
-        pool_.insert(pool_.end(), stacks.begin(), stacks.end());
-        trans_.resize(trans_.size() + 256, kUnknown);
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ partial;
+    for (uint32_t id : stacks) h = (h ^ id) * 0x100000001B3ull + (h >> 29);
+    const auto [b, e] = state_ids_.equal_range(h);
+    for (auto it = b; it != e; ++it) {
+        const State& st = states_[size_t(it->second)];
+        if (st.partial == partial && st.size == stacks.size() &&
+            std::equal(stacks.begin(), stacks.end(), pool_.begin() + st.begin))
+            return it->second;
     }
-    return it->second;
+    const int32_t id = int32_t(states_.size());
+    state_ids_.emplace(h, id);
+    states_.push_back({uint32_t(pool_.size()), uint32_t(stacks.size()), partial});
+    pool_.insert(pool_.end(), stacks.begin(), stacks.end());
+    trans_.resize(trans_.size() + 256, kUnknown);
+    return id;
+}
+
+bool GrammarMatcher::first_visit(uint64_t key) {
+    constexpr size_t kFew = 32;
+    if (seen_few_.size() < kFew) {
+        if (std::find(seen_few_.begin(), seen_few_.end(), key) != seen_few_.end()) return false;
+        seen_few_.push_back(key);
+        return true;
+    }
+    if (seen_.empty()) seen_.insert(seen_few_.begin(), seen_few_.end());
+    return seen_.insert(key).second;
 }
 
 int32_t GrammarMatcher::advance(int32_t state, uint32_t cp) {
     const State st = states_[size_t(state)];
-    std::vector<uint32_t> out;
-    seen_.clear();
+    found_.clear();
+    seen_few_.clear();
+    if (!seen_.empty()) seen_.clear();
     for (uint32_t i = 0; i < st.size; ++i) {
         const uint32_t id = pool_[st.begin + i];
         if (id == 0) continue;
         const Node n = nodes_[id];
-        if (g_->classes[g_->elems[n.pos].arg].contains(cp)) expand(n.pos + 1, n.parent, out, 0);
+        if (g_->classes[g_->elems[n.pos].arg].contains(cp)) expand(n.pos + 1, n.parent, found_, 0);
     }
-    if (out.empty()) return kDead;
-    return intern(out, 0);
+    if (found_.empty()) return kDead;
+    return intern(found_, 0);
 }
 
 int32_t GrammarMatcher::compute(int32_t state, uint8_t byte) {
@@ -154,8 +171,8 @@ int32_t GrammarMatcher::compute(int32_t state, uint8_t byte) {
     if (!possible) return kDead;
     uint32_t partial = uint32_t(have) << 24;
     for (int i = 0; i < have; ++i) partial |= uint32_t(b[i]) << (16 - 8 * i);
-    std::vector<uint32_t> stacks(pool_.begin() + st.begin, pool_.begin() + st.begin + st.size);
-    return intern(stacks, partial);
+    found_.assign(pool_.begin() + st.begin, pool_.begin() + st.begin + st.size);
+    return intern(found_, partial);
 }
 
 int32_t GrammarMatcher::feed(int32_t state, std::string_view bytes) {

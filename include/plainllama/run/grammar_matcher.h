@@ -14,7 +14,6 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -71,6 +70,7 @@ class GrammarMatcher {
     void expand(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out, int depth);
     uint32_t node(uint32_t pos, uint32_t parent);
     int32_t intern(std::vector<uint32_t>& stacks, uint32_t partial);
+    bool first_visit(uint64_t key);  // for expand: whether (pos, parent) is new this step
     void clear();
 
     std::shared_ptr<const Grammar> g_;
@@ -78,9 +78,12 @@ class GrammarMatcher {
     std::unordered_map<uint64_t, uint32_t> node_ids_;
     std::vector<uint32_t> pool_;
     std::vector<State> states_;
-    std::unordered_map<std::string, int32_t> state_ids_;
-    std::vector<int32_t> trans_;         // [n_states, 256]
-    std::unordered_set<uint64_t> seen_;  // scratch of expand: (pos, parent) already expanded this step
+    std::unordered_multimap<uint64_t, int32_t> state_ids_;  // a hash of the state's stacks and bytes -> its id
+    std::vector<int32_t> trans_;                            // [n_states, 256]
+    // Scratch of a step: the stacks found, and (pos, parent) already expanded (a few: a list, then a set).
+    std::vector<uint32_t> found_;
+    std::vector<uint64_t> seen_few_;
+    std::unordered_set<uint64_t> seen_;
     int32_t start_ = 0;
 };
 
