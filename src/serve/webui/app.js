@@ -173,7 +173,7 @@ function statsText(meta) {
   if (meta.tokens_per_s) parts.push(`${meta.tokens_per_s.toFixed(1)} tok/s`);
   if (meta.prompt_tokens !== undefined)
     parts.push(`prompt ${meta.prompt_tokens}` + (meta.cached_tokens ? ` (${meta.cached_tokens} cached)` : ""));
-  if (meta.seconds !== undefined) parts.push(`${meta.seconds.toFixed(1)} s`);
+  if (meta.seconds !== undefined) parts.push(`${meta.seconds.toFixed(meta.seconds < 10 ? 2 : 1)} s`);
   if (meta.finish === "length") parts.push("length limit reached");
   if (meta.stopped) parts.push("stopped");
   return parts.join(" · ");
@@ -301,7 +301,7 @@ async function generate() {
   };
 
   const t0 = performance.now();
-  let first = null, last = null, done = false, finish = null, usage = null;
+  let first = null, done = false, finish = null, usage = null;
   try {
     const res = await fetch("v1/chat/completions", {
       method: "POST",
@@ -325,8 +325,7 @@ async function generate() {
       for (const choice of chunk.choices || []) {
         const piece = choice.delta?.content;
         if (piece) {
-          last = performance.now();
-          if (first === null) first = last;
+          if (first === null) first = performance.now();
           reply.content += piece;
           update();
         }
@@ -343,8 +342,9 @@ async function generate() {
     reply.meta.tokens = usage.completion_tokens;
     reply.meta.prompt_tokens = usage.prompt_tokens;
     reply.meta.cached_tokens = usage.prompt_tokens_details?.cached_tokens || 0;
-    if (usage.completion_tokens > 1 && last > first)
-      reply.meta.tokens_per_s = (usage.completion_tokens - 1) / ((last - first) / 1000);
+    // over the whole request as the browser saw it: a fast server's events come in bursts, too close to time
+    // one by one
+    if (usage.completion_tokens > 0 && end > t0) reply.meta.tokens_per_s = usage.completion_tokens / ((end - t0) / 1000);
   }
   if (first !== null || usage) reply.meta.seconds = (end - t0) / 1000;
   if (finish) reply.meta.finish = finish;
