@@ -217,8 +217,9 @@ class ScaleOut(unittest.TestCase):
                          f"a non-streamed request failed{context}")
         self.assertEqual([r for r in failed if r["kind"] != "stream cut"], [], f"failures besides cut streams{context}")
         self.assertGreaterEqual(len(retried), 1, f"nginx retried nothing{context}")
-        # the failures are the streams the dead replica was answering; the survivor served the rest
-        self.assertLessEqual(len(failed), in_flight, f"more failures than requests on the dead replica{context}")
+        # the failures are the streams the dead replica was answering (one more may have reached it between the
+        # last look at its /metrics and the kill); the survivor served the rest
+        self.assertLessEqual(len(failed), in_flight + 1, f"more failures than requests on the dead replica{context}")
         for method, uri, status, addrs, statuses in lines:
             if addrs[-1] != victim_addr:
                 self.assertEqual((status, statuses[-1]), (200, "200"), f"the survivor failed a request{context}")
