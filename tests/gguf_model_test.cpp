@@ -139,7 +139,8 @@ TEST(GgufBlocks, LlamaQuantizesQ8_0AsWeDo) {
 // llama.cpp's perplexities of its own files (../shared/reference/gguf/ppl.txt), within 0.05%.
 TEST(GgufAccuracy, PerplexityEqualsLlamaCppsOnItsOwnFiles) {
 #ifdef PLAINLLAMA_ASAN
-    GTEST_SKIP() << "numbers, checked by the normal build (the instrumented binary takes over a minute for them)";
+    GTEST_SKIP() << "sanitizer build: numbers, checked by the normal build (the instrumented binary takes over a "
+                    "minute for them)";
 #endif
     std::ifstream in(test::shared_dir() / "reference/gguf/ppl.txt");
     std::map<std::string, double> ref;  // "file ppl [note]" lines
