@@ -414,40 +414,44 @@ Grammar Parser::run() {
 // matcher sees the same stack again and stops), so x* of an x that can match nothing is fine.
 void Parser::check(const Grammar& g) const {
     const size_t n = g.alts.size();
-    std::vector<char> nullable(n, 0);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t r = 0; r < n; ++r) {
-            if (nullable[r]) continue;
+    // The rules each rule's alternatives refer to, reversed: who to look at again when a rule's flag is set.
+    std::vector<std::vector<uint32_t>> users(n);
+    for (size_t r = 0; r < n; ++r)
+        for (uint32_t a : g.alts[r])
+            for (size_t i = a; g.elems[i].kind != Grammar::kEnd; ++i)
+                if (g.elems[i].kind == Grammar::kRule) users[g.elems[i].arg].push_back(uint32_t(r));
+    // The least fixed point of "some alternative of r gets through to its end", where `through(elem, flags)` says
+    // whether an element can be passed; a worklist, so that a long chain of rules costs its length, not its square.
+    auto fixpoint = [&](auto through) {
+        std::vector<char> flag(n, 0);
+        std::vector<uint32_t> todo(n);
+        for (size_t r = 0; r < n; ++r) todo[r] = uint32_t(n - 1 - r);
+        while (!todo.empty()) {
+            const uint32_t r = todo.back();
+            todo.pop_back();
+            if (flag[r]) continue;
             for (uint32_t a : g.alts[r]) {
                 size_t i = a;
-                while (g.elems[i].kind == Grammar::kRule && nullable[g.elems[i].arg]) ++i;
+                while (g.elems[i].kind != Grammar::kEnd && through(g.elems[i], flag)) ++i;
                 if (g.elems[i].kind == Grammar::kEnd) {
-                    nullable[r] = changed = true;
+                    flag[r] = 1;
+                    for (uint32_t u : users[r])
+                        if (!flag[u]) todo.push_back(u);
                     break;
                 }
             }
         }
-    }
+        return flag;
+    };
+    // The rule can match the empty text.
+    const std::vector<char> nullable = fixpoint([](const Grammar::Elem& e, const std::vector<char>& f) {
+        return e.kind == Grammar::kRule && f[e.arg];
+    });
     // A grammar whose root can never end matches no text (root ::= a, a ::= a): refused rather than left to fail at
-    // the first token.
-    std::vector<char> ends(n, 0);  // the rule can match some finite text
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (size_t r = 0; r < n; ++r) {
-            if (ends[r]) continue;
-            for (uint32_t a : g.alts[r]) {
-                size_t i = a;
-                while (g.elems[i].kind == Grammar::kChars ||
-                       (g.elems[i].kind == Grammar::kRule && ends[g.elems[i].arg]))
-                    ++i;
-                if (g.elems[i].kind == Grammar::kEnd) {
-                    ends[r] = changed = true;
-                    break;
-                }
-            }
-        }
-    }
+    // the first token. `ends`: the rule can match some finite text.
+    const std::vector<char> ends = fixpoint([](const Grammar::Elem& e, const std::vector<char>& f) {
+        return e.kind == Grammar::kChars || (e.kind == Grammar::kRule && f[e.arg]);
+    });
     if (!ends[g.root])
         fail(rules_[g.root].at,
              "the grammar matches no text: every way through rule 'root' leads to a rule that "
