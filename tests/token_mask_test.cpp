@@ -204,4 +204,28 @@ TEST(TokenMask, NothingAllowedIsAnError) {
     }
 }
 
+TEST(TokenMask, ShortestCompletionClosesWhatIsOpen) {
+    const Tokenizer& tok = llama3();
+    auto trie = std::make_shared<const TokenTrie>(tok, tok.vocab_size());
+    GrammarConstraint c(std::make_shared<const Grammar>(parse_gbnf(json_object_gbnf())), trie, {tok.eos_id()});
+    bool found = false;
+    EXPECT_EQ(c.shortest_completion(16, &found), "{}");
+    EXPECT_TRUE(found);
+    c.accept_text("{\"a\": [1, {\"b\": \"x");
+    const std::string rest = c.shortest_completion(16, &found);
+    ASSERT_TRUE(found);
+    EXPECT_EQ(rest, "\"}]}");
+    EXPECT_FALSE(c.can_end());
+    c.accept_text(rest);
+    EXPECT_TRUE(c.can_end());
+    EXPECT_EQ(c.shortest_completion(16, &found), "");
+    EXPECT_TRUE(found);
+    // Longer than allowed: not found.
+    GrammarConstraint d(std::make_shared<const Grammar>(parse_gbnf("root ::= \"a\"{40}")), trie, {tok.eos_id()});
+    EXPECT_EQ(d.shortest_completion(3, &found), "");
+    EXPECT_FALSE(found);
+    EXPECT_EQ(d.shortest_completion(40, &found), std::string(40, 'a'));
+    EXPECT_TRUE(found);
+}
+
 }  // namespace plainllama::token_mask_test

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <unordered_set>
 
 #include "plainllama/sys/error.h"
 
@@ -48,6 +49,36 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar, std
     uint16_t depth = 0;
     for (const TokenTrie::Node& n : vocab_->nodes()) depth = std::max(depth, n.depth);
     walk_.resize(size_t(depth) + 1);
+}
+
+std::string GrammarConstraint::shortest_completion(size_t max_chars, bool* found) {
+    constexpr size_t kMaxVisited = 4096;  // states looked at: the search stays far below a decode step's cost
+    *found = true;
+    if (ended_ || matcher_.can_end(state_)) return "";
+    struct Visit {
+        int32_t state;
+        int32_t parent;  // index in `seen`, -1 for the start
+        uint8_t byte;
+        uint32_t depth;
+    };
+    std::vector<Visit> seen{{state_, -1, 0, 0}};
+    std::unordered_set<int32_t> known{state_};
+    for (size_t head = 0; head < seen.size() && seen.size() < kMaxVisited; ++head) {
+        if (seen[head].depth >= max_chars) break;
+        for (int b = 0x0A; b < 0x7F; b = b == 0x0A ? 0x20 : b + 1) {
+            const int32_t next = matcher_.next(seen[head].state, uint8_t(b));
+            if (next == GrammarMatcher::kDead || !known.insert(next).second) continue;
+            seen.push_back({next, int32_t(head), uint8_t(b), seen[head].depth + 1});
+            if (matcher_.can_end(next)) {
+                std::string text;
+                for (int32_t i = int32_t(seen.size()) - 1; i > 0; i = seen[size_t(i)].parent)
+                    text.insert(text.begin(), char(seen[size_t(i)].byte));
+                return text;
+            }
+        }
+    }
+    *found = false;
+    return "";
 }
 
 void GrammarConstraint::reset() {

@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +59,10 @@ class GrammarConstraint {
     bool can_end() const { return !ended_ && matcher_.can_end(state_); }
     // The text is a whole sentence and nothing may follow it (or a stop id was accepted).
     bool must_end() const { return ended_ || matcher_.must_end(state_); }
+    // The shortest text of printable ASCII characters (and newlines) that makes the text so far a whole sentence,
+    // found by a breadth-first search over the grammar's states; empty when the text already is one, or when none
+    // of at most `max_chars` characters is found within a bounded search (`found` says which).
+    std::string shortest_completion(size_t max_chars, bool* found);
     // Back to the start of the grammar, for a new sequence.
     void reset();
     // allowed() calls so far that walked the tree, and that found the state's mask kept.
