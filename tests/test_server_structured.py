@@ -149,6 +149,29 @@ class Structured(ServerTest):
         self.assertEqual(self.reply(chat_body("Hi", 20, response_format={"type": "text"}))["choices"][0]["message"]
                          ["content"], plain)
 
+    def test_a_reply_near_its_limit_is_completed(self):
+        # sampled freely, the model would still be inside a string at the limit; the closing text is written in time
+        for max_tokens in (6, 15, 40):
+            for seed in range(3):
+                body = chat_body("Hi", max_tokens, temperature=1.2, seed=seed, top_k=0, top_p=1, min_p=0,
+                                 response_format={"type": "json_object"})
+                out = self.reply(body)
+                c = out["choices"][0]
+                self.assertEqual(c["finish_reason"], "stop", out)
+                self.assertLessEqual(out["usage"]["completion_tokens"], max_tokens)
+                self.assertIsInstance(json.loads(c["message"]["content"]), dict, out)
+        schema = FEATURES["ref_defs"]
+        for seed in range(3):
+            out = self.reply(chat_body("Hi", 24, temperature=1.2, seed=seed, response_format=schema_format(schema)))
+            self.assertEqual(out["choices"][0]["finish_reason"], "stop", out)
+            self.check(out["choices"][0]["message"]["content"], schema, f"seed {seed}")
+        # the context's end too: a prompt that leaves few positions
+        prompt = "Once upon a time " * 120
+        out = self.reply(completion_body(prompt, None, temperature=1.2, seed=1, response_format={"type": "json_object"}),
+                         chat=False)
+        self.assertEqual(out["choices"][0]["finish_reason"], "stop", out)
+        self.assertIsInstance(json.loads(out["choices"][0]["text"]), dict)
+
     def test_grammar_field_its_end_and_length(self):
         grammar = 'root ::= (" yes" | " no") "!"'
         for chat in (True, False):

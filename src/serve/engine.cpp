@@ -69,9 +69,6 @@ Engine::Engine(const Model& model, const Tokenizer& tok, std::vector<int32_t> st
       trie_(std::make_shared<const TokenTrie>(tok, int32_t(model.config().vocab_size))),
       // exact: BF16 prefill keeps f32 activations, so a reply does not depend on how its tokens were batched
       ctx_(model, ContextParams{p.n_ctx, std::max<int64_t>(p.prefill_chunk, p.slots), true, p.slots}) {
-    byte_token_.assign(256, -1);
-    for (int32_t id = trie_->n_vocab() - 1; id >= 0; --id)  // the lowest id for each byte
-        if (trie_->bytes(id).size() == 1) byte_token_[uint8_t(trie_->bytes(id)[0])] = id;
     for (int i = 0; i < p.slots; ++i) {
         slots_.push_back(std::make_unique<Slot>());
         slots_.back()->seq = i;
@@ -393,24 +390,19 @@ int32_t Engine::sample(Slot& s, const float* logits) {
         }
         logits = s.logits.data();
     }
-    int32_t id = -1;
     if (s.grammar) {
-        // The tokens left before max_tokens or the context cut the reply: when they are about as few as the
-        // characters that complete the grammar (closing a string, the open brackets), those characters are written,
-        // one token each, so that the reply ends complete instead of cut.
+        // The tokens left before max_tokens or the context cut the reply: when few, only the tokens after which the
+        // text can still be completed in time are allowed, so that the reply ends complete instead of cut.
         int64_t left = ctx_.n_ctx() - ctx_.n_past(s.seq);
         if (p.max_tokens >= 0) left = std::min(left, p.max_tokens - s.generated);
         constexpr int64_t kWindow = 64;
         if (left <= kWindow) {
-            bool found = false;
-            const std::string rest = s.grammar->shortest_completion(size_t(left), &found);
-            if (found && !rest.empty() && int64_t(rest.size()) + 1 >= left) {
-                const int32_t forced = byte_token_[uint8_t(rest[0])];
-                if (forced >= 0 && mask->test(forced)) id = forced;
-            }
+            if (mask != &s.mask) s.mask = *mask;
+            s.grammar->keep_completable(s.mask, size_t(std::max<int64_t>(left, 1)));
+            mask = &s.mask;
         }
     }
-    if (id < 0) id = s.sampler->sample(logits, V, s.tokens, mask);
+    const int32_t id = s.sampler->sample(logits, V, s.tokens, mask);
     if (p.top_logprobs >= 0 && std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end())
         s.logprobs.push_back(token_logprob(logits, V, id, mask, p.top_logprobs));
     if (penalties) {

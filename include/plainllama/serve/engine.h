@@ -140,7 +140,6 @@ private:
     const std::vector<int32_t> stop_ids_;
     const EngineParams params_;
     std::shared_ptr<const TokenTrie> trie_;  // the vocabulary for grammar masks, shared by every slot's constraint
-    std::vector<int32_t> byte_token_;        // [256] a token whose bytes are that one byte, or -1
     Context ctx_;
     std::vector<std::unique_ptr<Slot>> slots_;
 
