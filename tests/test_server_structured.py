@@ -27,8 +27,10 @@ from server_util import (BINARY, HAS_SERVE, MODEL, SHARED_DIR, SOURCE_DIR, Serve
 from test_structured_output import SCHEMAS, Invalid, validate
 
 CLIENTS_DIR = os.path.join(SOURCE_DIR, "tests", "clients")
-MODELS = [os.path.join(SHARED_DIR, "models", m) for m in ("stories260K", "tinystories3M")]
-GGUF = os.path.join(SHARED_DIR, "models", "gguf", "tinystories3M-Q8_0.gguf")
+# Every shared model: the folders (F32, BF16, F16) and the GGUF files llama.cpp wrote (quantized ones too).
+MODELS = [os.path.join(SHARED_DIR, "models", m)
+          for m in ("stories260K", "stories260K-bf16", "stories260K-f16", "tinystories3M",
+                    "gguf/stories260K-F32.gguf", "gguf/tinystories3M-Q8_0.gguf", "gguf/tinystories3M-Q4_K_M.gguf")]
 
 # One schema per supported feature.
 FEATURES = {
@@ -383,7 +385,7 @@ class Clients(unittest.TestCase):
     @unittest.skipUnless(os.path.isdir(os.path.join(CLIENTS_DIR, "node_modules", "ai")),
                          "machine: tests/clients/node_modules is not installed (scripts/setup.sh runs npm install)")
     def test_ai_sdk_and_langchain(self):
-        for model in MODELS + [GGUF]:
+        for model in MODELS:
             server = Server("--parallel", "2", model=model)
             try:
                 r = subprocess.run(["node", os.path.join(CLIENTS_DIR, "clients_test.mjs")], capture_output=True,
