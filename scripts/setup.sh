@@ -24,7 +24,8 @@ fi
 
 # The server's client test runs the `openai` package from the npm registry with Node.js (Debian's nodejs and npm
 # when node is missing), installed into tests/openai/node_modules (git-ignored); the chat page's browser test and
-# the /metrics test run puppeteer-core and a Prometheus text-format parser from tests/web/node_modules.
+# the /metrics test run puppeteer-core and a Prometheus text-format parser from tests/web/node_modules; the structured
+# output test runs the AI SDK and LangChain from tests/clients/node_modules.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "setup: installing nodejs npm" >&2
   sudo=""
@@ -32,7 +33,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
-for dir in tests/openai tests/web; do
+for dir in tests/openai tests/clients tests/web; do
   # installed again when package.json changes (a pinned version moved)
   if ! cmp -s "$dir/package.json" "$dir/node_modules/.package.json" 2>/dev/null; then
     (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null)

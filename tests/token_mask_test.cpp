@@ -204,4 +204,62 @@ TEST(TokenMask, NothingAllowedIsAnError) {
     }
 }
 
+TEST(TokenMask, ShortestCompletionClosesWhatIsOpen) {
+    const Tokenizer& tok = llama3();
+    auto trie = std::make_shared<const TokenTrie>(tok, tok.vocab_size());
+    GrammarConstraint c(std::make_shared<const Grammar>(parse_gbnf(json_object_gbnf())), trie, {tok.eos_id()});
+    bool found = false;
+    EXPECT_EQ(c.shortest_completion(16, &found), "{}");
+    EXPECT_TRUE(found);
+    c.accept_text("{\"a\": [1, {\"b\": \"x");
+    const std::string rest = c.shortest_completion(16, &found);
+    ASSERT_TRUE(found);
+    EXPECT_EQ(rest, "\"}]}");
+    EXPECT_FALSE(c.can_end());
+    c.accept_text(rest);
+    EXPECT_TRUE(c.can_end());
+    EXPECT_EQ(c.shortest_completion(16, &found), "");
+    EXPECT_TRUE(found);
+    // Longer than allowed: not found.
+    GrammarConstraint d(std::make_shared<const Grammar>(parse_gbnf("root ::= \"a\"{40}")), trie, {tok.eos_id()});
+    EXPECT_EQ(d.shortest_completion(3, &found), "");
+    EXPECT_FALSE(found);
+    EXPECT_EQ(d.shortest_completion(40, &found), std::string(40, 'a'));
+    EXPECT_TRUE(found);
+}
+
+TEST(TokenMask, KeepCompletableLeavesWhatEndsInTime) {
+    const Tokenizer& tok = llama3();
+    auto trie = std::make_shared<const TokenTrie>(tok, tok.vocab_size());
+    GrammarConstraint c(std::make_shared<const Grammar>(parse_gbnf(json_object_gbnf())), trie, {tok.eos_id()});
+    auto id_of = [&](const std::string& bytes) {
+        for (int32_t id = 0; id < trie->n_vocab(); ++id)
+            if (trie->bytes(id) == bytes) return id;
+        return -1;
+    };
+    const int32_t close = id_of("}"), quote = id_of("\""), open_quote = id_of("{\"");
+    ASSERT_GE(close, 0);
+    ASSERT_GE(quote, 0);
+    c.accept_text("{");
+    TokenMask m = c.allowed();
+    ASSERT_TRUE(m.test(close) && m.test(quote));
+    c.keep_completable(m, 3);  // after `"`, the shortest end is `":0}`: four more characters
+    EXPECT_TRUE(m.test(close));
+    EXPECT_FALSE(m.test(quote));
+    EXPECT_GT(m.count(), 0);
+    TokenMask wide = c.allowed();
+    c.keep_completable(wide, 6);
+    EXPECT_TRUE(wide.test(quote));
+    // The budget counts characters after the token: from the start, `{"` needs `":0}` after it.
+    GrammarConstraint d(std::make_shared<const Grammar>(parse_gbnf(json_object_gbnf())), trie, {tok.eos_id()});
+    if (open_quote >= 0) {
+        TokenMask s = d.allowed();
+        d.keep_completable(s, 4);
+        EXPECT_FALSE(s.test(open_quote));
+        s = d.allowed();
+        d.keep_completable(s, 5);
+        EXPECT_TRUE(s.test(open_quote));
+    }
+}
+
 }  // namespace plainllama::token_mask_test

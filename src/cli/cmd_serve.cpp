@@ -204,6 +204,8 @@ Run add_serve(CLI::App& app) {
         api.defaults = resolve_sampling(o->s, true);
         api.random_seed = o->s.seed < 0;
         api.n_ctx = engine.n_ctx();
+        api.slots = engine.slots();
+        api.n_vocab = l.model->config().vocab_size;
         server.set_ready(&engine, api, now_seconds() - t_load);
         signals.ready();
         std::fprintf(stderr,

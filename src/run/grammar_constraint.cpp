@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <unordered_set>
 
 #include "plainllama/sys/error.h"
 
@@ -48,6 +49,62 @@ GrammarConstraint::GrammarConstraint(std::shared_ptr<const Grammar> grammar, std
     uint16_t depth = 0;
     for (const TokenTrie::Node& n : vocab_->nodes()) depth = std::max(depth, n.depth);
     walk_.resize(size_t(depth) + 1);
+}
+
+int64_t GrammarConstraint::completion_length(int32_t state, size_t max_chars, std::string* text) {
+    constexpr size_t kMaxVisited = 4096;  // states looked at: the search stays far below a decode step's cost
+    if (matcher_.can_end(state)) return 0;
+    struct Visit {
+        int32_t state;
+        int32_t parent;  // index in `seen`, -1 for the start
+        uint8_t byte;
+        uint32_t depth;
+    };
+    std::vector<Visit> seen{{state, -1, 0, 0}};
+    std::unordered_set<int32_t> known{state};
+    for (size_t head = 0; head < seen.size() && seen.size() < kMaxVisited; ++head) {
+        if (seen[head].depth >= max_chars) break;
+        for (int b = 0x0A; b < 0x7F; b = b == 0x0A ? 0x20 : b + 1) {
+            const int32_t next = matcher_.next(seen[head].state, uint8_t(b));
+            if (next == GrammarMatcher::kDead || !known.insert(next).second) continue;
+            seen.push_back({next, int32_t(head), uint8_t(b), seen[head].depth + 1});
+            if (matcher_.can_end(next)) {
+                if (text)
+                    for (int32_t i = int32_t(seen.size()) - 1; i > 0; i = seen[size_t(i)].parent)
+                        text->insert(text->begin(), char(seen[size_t(i)].byte));
+                return seen.back().depth;
+            }
+        }
+    }
+    return -1;
+}
+
+std::string GrammarConstraint::shortest_completion(size_t max_chars, bool* found) {
+    std::string text;
+    *found = ended_ || completion_length(state_, max_chars, &text) >= 0;
+    return text;
+}
+
+void GrammarConstraint::keep_completable(TokenMask& m, size_t budget) {
+    if (ended_ || budget == 0) return;
+    std::unordered_map<int32_t, bool> ok;  // by the state after a token: completable within budget - 1
+    TokenMask kept;
+    kept.clear(m.n);
+    bool any = false;
+    for (int32_t id = 0; id < m.n; ++id) {
+        if (!m.test(id)) continue;
+        bool keep = std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
+        if (!keep && id < vocab_->n_vocab() && !vocab_->bytes(id).empty()) {
+            const int32_t next = matcher_.feed(state_, vocab_->bytes(id));
+            if (next != GrammarMatcher::kDead) {
+                auto [it, fresh] = ok.try_emplace(next, false);
+                if (fresh) it->second = completion_length(next, budget - 1, nullptr) >= 0;
+                keep = it->second;
+            }
+        }
+        if (keep) kept.set(id), any = true;
+    }
+    if (any) m = std::move(kept);
 }
 
 void GrammarConstraint::reset() {

@@ -129,6 +129,13 @@ void job_line(RequestLog& log, const std::string& id, int status, bool stream, c
     log.line(buf);
 }
 
+// The choices of one request as one completion for /metrics: the prompt once, the tokens of every choice.
+JobOutput merged(const std::vector<JobOutput>& outs) {
+    JobOutput all = outs.front();
+    for (size_t i = 1; i < outs.size(); ++i) all.completion_tokens += outs[i].completion_tokens;
+    return all;
+}
+
 // Whether `header` is "Bearer KEY" (the scheme in any case) with `key`; as long whatever the first wrong byte.
 bool bearer_matches(const std::string* header, const std::string& key) {
     const std::string_view h = header ? std::string_view(*header) : std::string_view();
@@ -173,8 +180,8 @@ struct HttpServer::Impl {
     void scrape(HttpResponse& res);
     void models(HttpResponse& res);
     void complete(const HttpRequest& req, HttpResponse& res, bool chat);
-    void stream(const HttpRequest& req, const ApiRequest& r, const std::shared_ptr<Job>& job, const std::string& id,
-                int64_t created, double t0, HttpResponse& res);
+    void stream(const HttpRequest& req, const ApiRequest& r, const std::vector<std::shared_ptr<Job>>& jobs,
+                const std::string& id, int64_t created, double t0, HttpResponse& res);
 };
 
 HttpServer::HttpServer(const HttpOptions& o) : impl_(std::make_unique<Impl>()) {
@@ -317,74 +324,130 @@ void HttpServer::Impl::complete(const HttpRequest& req, HttpResponse& res, bool 
     } catch (const Error& err) {  // a tokenizer or template error
         return refuse(bad_request(err.what()));
     }
-    auto job = std::make_shared<Job>(r.job);
-    if (!e->submit(job))
-        return refuse(draining.load()
-                          ? unavailable("the server is shutting down", "shutting_down")
-                          : unavailable("the server is busy (its queue is full); retry later", "queue_full"));
+    // one job per choice; choice i draws with seed + i
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (int i = 0; i < r.n; ++i) {
+        JobParams p = r.job;
+        p.sampling.seed += uint64_t(i);
+        jobs.push_back(std::make_shared<Job>(std::move(p)));
+    }
+    for (size_t i = 0; i < jobs.size(); ++i)
+        if (!e->submit(jobs[i])) {
+            for (size_t k = 0; k < i; ++k) jobs[k]->cancel = true;
+            return refuse(draining.load()
+                              ? unavailable("the server is shutting down", "shutting_down")
+                              : unavailable("the server is busy (its queue is full); retry later", "queue_full"));
+        }
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id.fetch_add(1));
     const int64_t created = int64_t(std::time(nullptr));
     res.header("X-Request-Id", id);
-    if (r.stream) return stream(req, r, job, id, created, t0, res);
+    if (r.stream) return stream(req, r, jobs, id, created, t0, res);
 
-    JobOutput out;
+    std::vector<JobOutput> outs(jobs.size());
     bool gone = false;
-    do {
-        out = job->wait_end(kPollSeconds);
-        if (!gone && res.client_gone()) job->cancel = gone = true;  // the engine ends it at its next turn
-    } while (out.finish == Finish::none);
+    for (size_t i = 0; i < jobs.size(); ++i) do {
+            outs[i] = jobs[i]->wait_end(kPollSeconds);
+            if (!gone && res.client_gone()) {  // the engine ends them at its next turn
+                gone = true;
+                for (auto& j : jobs) j->cancel = true;
+            }
+        } while (outs[i].finish == Finish::none);
     const std::string note = gone ? " (client gone)" : "";
-    if (out.finish == Finish::cancelled || out.finish == Finish::error) {
-        const ApiError err = ended(out);
-        count_job(req, err.status, out, t0);
-        reply_error(res, err);
-        return log_job(id, err.status, false, out, note);
-    }
-    count_job(req, 200, out, t0);
-    reply(res, 200, completion_json(r, out, id, created, model));
-    log_job(id, 200, false, out, note);
+    for (const JobOutput& out : outs)
+        if (out.finish == Finish::cancelled || out.finish == Finish::error) {
+            const ApiError err = ended(out);
+            count_job(req, err.status, out, t0);
+            reply_error(res, err);
+            return log_job(id, err.status, false, out, note);
+        }
+    count_job(req, 200, merged(outs), t0);
+    reply(res, 200, completion_json(r, outs, id, created, model));
+    for (const JobOutput& out : outs) log_job(id, 200, false, out, note);
 }
 
-// Server-Sent Events: "data: {chunk}\n\n" per piece of text, the finish (or an error event), the usage chunk when
-// asked, "data: [DONE]\n\n". A client gone cancels the job.
-void HttpServer::Impl::stream(const HttpRequest& req, const ApiRequest& r, const std::shared_ptr<Job>& job,
-                              const std::string& id, int64_t created, double t0, HttpResponse& res) {
+// Server-Sent Events: "data: {chunk}\n\n" per piece of text of a choice, each choice's finish (or an error event),
+// the usage chunk when asked, "data: [DONE]\n\n". A client gone cancels the jobs.
+void HttpServer::Impl::stream(const HttpRequest& req, const ApiRequest& r,
+                              const std::vector<std::shared_ptr<Job>>& jobs, const std::string& id, int64_t created,
+                              double t0, HttpResponse& res) {
     auto event = [&](const std::string& data) { return res.write("data: " + data + "\n\n"); };
     res.header("Cache-Control", "no-cache");
     res.header("X-Accel-Buffering", "no");  // a proxy (nginx) passes each event on as it comes
     res.start(200, "text/event-stream");
-    bool ok = !r.chat || event(dump(chunk_json(r, id, created, model, "", true, Finish::none)));
-    size_t sent = 0;
-    JobOutput out;
-    while (ok) {
-        out = job->wait(sent, kPollSeconds);  // out.text: the bytes after the `sent` ones
-        if (res.client_gone()) {
-            ok = false;
-            break;
+    const size_t n = jobs.size();
+    bool ok = true;
+    for (size_t i = 0; ok && i < n && r.chat; ++i)
+        ok = event(dump(chunk_json(r, id, created, model, "", true, Finish::none, int(i))));
+    std::vector<size_t> sent(n, 0), sent_lps(n, 0);
+    std::vector<JobOutput> outs(n);
+    std::vector<bool> done(n, false), started(n, r.chat);
+    size_t open = n;
+    const ApiError* failed = nullptr;
+    ApiError err(500, "", "");
+    while (ok && open > 0) {
+        bool moved = false;
+        for (size_t i = 0; ok && i < n; ++i) {
+            if (done[i]) continue;
+            // one choice: wait for it; several: look at each in turn, and wait a little only when none moved
+            const double wait_s = n == 1 ? kPollSeconds : 0;
+            JobOutput out = jobs[i]->wait(sent[i], wait_s, sent_lps[i]);
+            if (res.client_gone()) {
+                ok = false;
+                break;
+            }
+            const bool first = !started[i];  // completions with echo: the prompt's text and log-probabilities
+            if (!out.text.empty() || !out.logprobs.empty() || (first && r.echo)) {
+                const std::string text = first && r.echo ? r.echo_text + out.text : out.text;
+                ok = event(dump(chunk_json(r, id, created, model, text, false, Finish::none, int(i), out.logprobs,
+                                           first && r.job.prompt_logprobs ? &out : nullptr)));
+                sent[i] += out.text.size();
+                sent_lps[i] += out.logprobs.size();
+                started[i] = true;
+                moved = true;
+            }
+            if (out.finish != Finish::none) {
+                done[i] = true;
+                --open;
+                outs[i] = out;
+                if (out.finish == Finish::cancelled || out.finish == Finish::error) {
+                    err = ended(out);
+                    failed = &err;
+                    for (auto& j : jobs) j->cancel = true;
+                } else if (ok) {
+                    ok = event(dump(chunk_json(r, id, created, model, "", false, out.finish, int(i))));
+                }
+            }
         }
-        if (!out.text.empty()) {
-            ok = event(dump(chunk_json(r, id, created, model, out.text, false, Finish::none)));
-            sent += out.text.size();
+        if (failed) break;
+        if (ok && !moved && open > 0 && n > 1) {
+            for (size_t i = 0; i < n; ++i)
+                if (!done[i]) {
+                    jobs[i]->wait(sent[i], 0.01, sent_lps[i]);
+                    break;
+                }
         }
-        if (out.finish != Finish::none) break;
     }
-    if (!ok) {  // the client went away: the job ends with the response
-        job->cancel = true;
-        do out = job->wait_end(kPollSeconds);
-        while (out.finish == Finish::none);
-        count_job(req, 200, out, t0);
-        return log_job(id, 200, true, out, " (client gone)");
+    if (!ok || failed) {  // the client went away, or a choice failed: the others end with the response
+        for (auto& j : jobs) j->cancel = true;
+        for (size_t i = 0; i < n; ++i)
+            if (!done[i]) {
+                do outs[i] = jobs[i]->wait_end(kPollSeconds);
+                while (outs[i].finish == Finish::none);
+            }
     }
-    count_job(req, 200, out, t0);
-    if (out.finish == Finish::cancelled || out.finish == Finish::error) {
-        ok = event(dump(error_json(ended(out))));
-    } else {
-        ok = event(dump(chunk_json(r, id, created, model, "", false, out.finish)));
-        if (ok && r.include_usage) ok = event(dump(usage_chunk_json(r, id, created, model, out)));
+    if (!ok) {
+        count_job(req, 200, merged(outs), t0);
+        return log_job(id, 200, true, outs[0], " (client gone)");
+    }
+    count_job(req, 200, merged(outs), t0);
+    if (failed) {
+        ok = event(dump(error_json(*failed)));
+    } else if (r.include_usage) {
+        ok = event(dump(usage_chunk_json(r, id, created, model, outs)));
     }
     if (ok) ok = event("[DONE]");
     res.end();
-    log_job(id, 200, true, out, ok ? "" : " (client gone)");
+    for (const JobOutput& out : outs) log_job(id, 200, true, out, ok ? "" : " (client gone)");
 }
 
 int HttpServer::start() { return impl_->http->start(); }

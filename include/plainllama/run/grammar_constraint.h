@@ -15,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -58,6 +59,15 @@ class GrammarConstraint {
     bool can_end() const { return !ended_ && matcher_.can_end(state_); }
     // The text is a whole sentence and nothing may follow it (or a stop id was accepted).
     bool must_end() const { return ended_ || matcher_.must_end(state_); }
+    // The shortest text of printable ASCII characters (and newlines) that makes the text so far a whole sentence,
+    // found by a breadth-first search over the grammar's states; empty when the text already is one, or when none
+    // of at most `max_chars` characters is found within a bounded search (`found` says which).
+    std::string shortest_completion(size_t max_chars, bool* found);
+    // Leaves in `m` (a mask of this state) the tokens after which the text can still be made a whole sentence within
+    // `budget - 1` more characters, and the stop ids; `m` is unchanged when that would leave nothing. With a token
+    // for each printable ASCII character, a reply sampled within these masks from `budget` tokens before its limit
+    // on ends complete.
+    void keep_completable(TokenMask& m, size_t budget);
     // Back to the start of the grammar, for a new sequence.
     void reset();
     // allowed() calls so far that walked the tree, and that found the state's mask kept.
@@ -71,6 +81,8 @@ class GrammarConstraint {
 
    private:
     void finish_mask(TokenMask& m) const;
+    // The length of the shortest completion from `state` (as shortest_completion), -1 when none within max_chars.
+    int64_t completion_length(int32_t state, size_t max_chars, std::string* text);
 
     std::shared_ptr<const TokenTrie> vocab_;
     std::vector<int32_t> stop_ids_;

@@ -18,9 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
+#include "plainllama/run/grammar.h"
+#include "plainllama/run/grammar_constraint.h"
 #include "plainllama/run/sampler.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 namespace plainllama {
 
@@ -29,6 +31,19 @@ struct JobParams {
     int64_t max_tokens = -1;         // -1: until a stop or a full context; 0: the prompt is evaluated, no token
     SamplerParams sampling;
     std::vector<std::string> stop;   // strings that end the text (not included in it)
+    std::shared_ptr<const Grammar> grammar;  // null: free text; else the reply is a sentence of it (ends with it)
+    // OpenAI's penalties on the logits of the tokens generated so far: l -= count * frequency + (count > 0) * presence
+    float frequency_penalty = 0, presence_penalty = 0;
+    std::vector<std::pair<int32_t, float>> logit_bias;  // added to the logits; -100 bans the token
+    int top_logprobs = -1;         // -1: no log-probabilities; 0..20: each token's, and this many most likely
+    bool prompt_logprobs = false;  // also the prompt's tokens' (the whole prompt is evaluated again)
+};
+
+// A token's log-probability and the most likely tokens at its position (most likely first).
+struct TokenLogprob {
+    int32_t id = -1;
+    double logprob = 0;
+    std::vector<std::pair<int32_t, double>> top;
 };
 
 enum class Finish { none, stop, length, cancelled, error };
@@ -42,6 +57,9 @@ struct JobOutput {
     int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
     double queued_s = 0, prompt_s = 0, generate_s = 0;  // waiting for a slot, evaluating the prompt, generating
     int slot = -1;
+    // with JobParams::top_logprobs >= 0: one per generated token (the stop token excluded), and with
+    // prompt_logprobs one per prompt token after the first
+    std::vector<TokenLogprob> logprobs, prompt_logprobs;
 };
 
 struct Job {
@@ -53,8 +71,9 @@ struct Job {
     JobOutput out;
 
     // Waits until the text is longer than `have` bytes or the job is over, at most `timeout_s`; a copy of the
-    // output whose `text` holds the bytes from `have` on (a stream copies each byte once).
-    JobOutput wait(size_t have, double timeout_s);
+    // output whose `text` holds the bytes from `have` on and `logprobs` the entries from `have_logprobs` on (a
+    // stream copies each byte once); prompt_logprobs are copied whole.
+    JobOutput wait(size_t have, double timeout_s, size_t have_logprobs = 0);
     // Waits until the job is over, at most `timeout_s`; a copy of the whole output.
     JobOutput wait_end(double timeout_s);
 };
@@ -99,6 +118,7 @@ public:
     EngineStats stats() const;
 
     int64_t n_ctx() const { return ctx_.n_ctx(); }
+    const TokenTrie& vocab() const { return *trie_; }
     int slots() const { return int(slots_.size()); }
 
 private:
@@ -109,6 +129,8 @@ private:
     void step();
     // Takes the sampled token `id` into the slot's job: text, stops, limits. False when the job is over.
     bool accept(Slot& s, int32_t id);
+    // Samples the slot's next token from its logits [vocab_size]: bias, penalties, grammar, log-probabilities.
+    int32_t sample(Slot& s, const float* logits);
     void finish(Slot& s, Finish f, const std::string& error = {});
     // Counts a batched step of `tokens` rows that took `seconds`.
     void decoded(int64_t tokens, double seconds);
@@ -117,6 +139,7 @@ private:
     const Tokenizer& tok_;
     const std::vector<int32_t> stop_ids_;
     const EngineParams params_;
+    std::shared_ptr<const TokenTrie> trie_;  // the vocabulary for grammar masks, shared by every slot's constraint
     Context ctx_;
     std::vector<std::unique_ptr<Slot>> slots_;
 
