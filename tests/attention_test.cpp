@@ -113,14 +113,14 @@ TEST_P(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
         for (int64_t pos0 : {0, 13})
             for (int64_t T : {1, 5, 40, 70}) cases.push_back({s, pos0, T});
     for (const Shape& s : {Shape{8, 2, 64}, Shape{4, 1, 32}})
-        for (auto [pos0, T] : {std::pair<int64_t, int64_t>{240, 40}, {500, 3}, {700, 1}, {0, 300}, {760, 64}})
+        for (auto [pos0, T] : {std::pair<int64_t, int64_t>{240, 40}, {500, 3}, {700, 1}, {0, 270}, {740, 24}})
             cases.push_back({s, pos0, T});
     for (const Case& cs : cases)
         for (CacheType type : kTypes)
             for (int th : {1, 2, 3}) {
                 const Shape& s = cs.s;
                 const int64_t T = cs.T, pos0 = cs.pos0;
-                if (th == 3 && pos0 + T > 300) continue;  // (time)
+                if (th == 3 && pos0 + T > 256) continue;  // (time: 1 and 2 threads split long decodes alike)
                 Threads scope(th);
                 const int64_t ctx = pos0 + T + 3, hd = s.head_dim;
                 std::vector<float> q(size_t(T * s.n_heads * hd)), Kc(size_t(s.n_kv_heads * ctx * hd)), Vc(Kc.size());

@@ -137,26 +137,33 @@ void tile_state(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_
         w.n[r] = std::clamp<int64_t>(p0 + r / nq + 1 - a, 0, nk);
         if (w.n[r] > 0) w.lt[r] = ks.exp_shifted(w.S + r * kKeyTile, w.n[r], scale, &w.mt[r]);
     }
-    const float* V = reinterpret_cast<const float*>(value_row(c, g, a));  // [nk, hd]
-    if (c.type == CacheType::f16)
-        ks.widen_f16(w.Vf, reinterpret_cast<const F16*>(value_row(c, g, a)), nk * hd), V = w.Vf;
-    else if (c.type == CacheType::q8_0)
-        ks.dequantize(QuantType::q8_0, value_row(c, g, a), w.Vf, nk * hd), V = w.Vf;
     // O = P V over the keys every row sees (the first token's), then each row's own further keys continue the same
     // fma chain: a later token's V is never read for an earlier one, and each row's sum is the one decoding it alone
-    // computes over the tile.
+    // computes over the tile. f16 values are read straight by the table's f16 tiles where they can (whole blocks of
+    // kNR dimensions, few rows), else widened first, as f16 keys: the same sums either way.
     const int64_t shared = w.n[0];
-    for (int64_t n0 = 0; n0 < hd; n0 += kNR) {
-        const int64_t nr = std::min(kNR, hd - n0);
-        if (shared > 0)
-            rows_tiles(ks.tile_f32, w.Ot + n0, hd, w.S, kKeyTile, V + n0, hd, rows, shared, nr, false);
-        else
-            for (int64_t r = 0; r < rows; ++r) std::fill_n(w.Ot + r * hd + n0, nr, 0.0f);
-        for (int64_t r = 0; r < rows; ++r)
-            if (w.n[r] > shared)
-                ks.tile_f32[1](w.Ot + r * hd + n0, 0, w.S + r * kKeyTile + shared, 0, V + shared * hd + n0, hd,
-                               w.n[r] - shared, nr, true);
-    }
+    auto pv = [&](const auto* tiles, const auto* V) {  // V [nk, hd]
+        for (int64_t n0 = 0; n0 < hd; n0 += kNR) {
+            const int64_t nr = std::min(kNR, hd - n0);
+            if (shared > 0)
+                rows_tiles(tiles, w.Ot + n0, hd, w.S, kKeyTile, V + n0, hd, rows, shared, nr, false);
+            else
+                for (int64_t r = 0; r < rows; ++r) std::fill_n(w.Ot + r * hd + n0, nr, 0.0f);
+            for (int64_t r = 0; r < rows; ++r)
+                if (w.n[r] > shared)
+                    tiles[1](w.Ot + r * hd + n0, 0, w.S + r * kKeyTile + shared, 0, V + shared * hd + n0, hd,
+                             w.n[r] - shared, nr, true);
+        }
+    };
+    const uint8_t* V = value_row(c, g, a);
+    if (c.type == CacheType::f32) return pv(ks.tile_f32, reinterpret_cast<const float*>(V));
+    if (c.type == CacheType::f16 && hd % kNR == 0 && rows <= ks.f16_direct_rows)
+        return pv(ks.tile_f16, reinterpret_cast<const F16*>(V));
+    if (c.type == CacheType::f16)
+        ks.widen_f16(w.Vf, reinterpret_cast<const F16*>(V), nk * hd);
+    else
+        ks.dequantize(QuantType::q8_0, V, w.Vf, nk * hd);
+    pv(ks.tile_f32, static_cast<const float*>(w.Vf));
 }
 
 // The fold (attention.h): state (O, m, l) with tile state (Ot, mt, lt); the first tile is taken as it is.
