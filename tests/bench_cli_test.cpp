@@ -18,6 +18,7 @@
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 #include "plainllama/sys/threads.h"
+#include "plainllama/io/config.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -190,6 +191,43 @@ TEST(BenchCli, TableHasPpAndTgRows) {
 }
 
 // Invalid input: one line on stderr, exit 2 for usage, 1 for runtime; nothing on stdout.
+// -d: pp and tg after that many tokens in the cache, one entry per depth (sorted, each once), the top-level pp and tg
+// the shallowest's; a token's bytes count the cache it reads at that depth in the cache's type.
+TEST(BenchCli, DepthsEachGetTheirOwnResultsAndCacheBytes) {
+    struct Case {
+        const char* folder;
+        const char* type;
+        double row_bytes;  // one position's K (or V) row of one KV head
+    };
+    for (const Case& cs : {Case{"stories260K", "f16", 8 * 2}, Case{"stories260K", "f32", 8 * 4},
+                           Case{"tinystories3M", "q8_0", 34}}) {
+        SCOPED_TRACE(cs.type);
+        const auto j = bench_json(model_dir(cs.folder), {"-d", "200", "-d", "0", "-d", "200",
+                                                         "--cache-type", cs.type});
+        EXPECT_EQ(j["cache_type"], cs.type);
+        const LlamaConfig c = load_config(model_dir(cs.folder) / "config.json");
+        const double kv_per_pos = double(c.num_hidden_layers * 2 * c.num_key_value_heads) * cs.row_bytes;
+        EXPECT_EQ(j["kv_bytes_per_position"].get<double>(), kv_per_pos);
+        EXPECT_EQ(j["n_ctx"], 208);  // the deepest -d + the larger of -p and -n
+        ASSERT_EQ(j["depths"].size(), 2u) << j.dump();
+        const double weights = j["bytes_per_token"].get<double>();
+        for (size_t i = 0; i < 2; ++i) {
+            const auto& d = j["depths"][i];
+            const int64_t depth = i == 0 ? 0 : 200;
+            EXPECT_EQ(d["depth"], depth);
+            EXPECT_EQ(d["bytes_per_token"].get<double>(), weights + kv_per_pos * (double(depth) + 2.5));
+            EXPECT_EQ(d["pp"]["n"], 8);
+            EXPECT_EQ(d["tg"]["n"], 4);
+            for (const char* t : {"pp", "tg"}) EXPECT_GT(d[t]["tok_s"].get<double>(), 0) << t;
+            EXPECT_NEAR(d["tg"]["gb_s"].get<double>(),
+                        d["tg"]["tok_s"].get<double>() * d["bytes_per_token"].get<double>() / 1e9, 1e-9);
+            EXPECT_GT(d["bandwidth_gb_s"].get<double>(), 0);
+        }
+        EXPECT_EQ(j["pp"], j["depths"][0]["pp"]);
+        EXPECT_EQ(j["tg"], j["depths"][0]["tg"]);
+    }
+}
+
 TEST(BenchCli, InvalidFlags) {
     const std::string m = model_dir().string();
     const std::vector<std::pair<std::vector<std::string>, int>> cases = {
@@ -199,8 +237,13 @@ TEST(BenchCli, InvalidFlags) {
         {{"bench", "-m", m, "-r", "0"}, 2},
         {{"bench", "-m", m, "-r", "x"}, 2},
         {{"bench", "-m", m, "-t", "0"}, 2},
-        {{"bench", "-m", m, "-p", "500", "-n", "100"}, 2},  // beyond max_position_embeddings 512
-        {{"bench", "-m", m, "-p", "10", "-n", "10", "-c", "19"}, 2},
+        {{"bench", "-m", m, "-p", "600", "-n", "100"}, 2},  // beyond max_position_embeddings 512
+        {{"bench", "-m", m, "-p", "10", "-n", "12", "-c", "11"}, 2},
+        {{"bench", "-m", m, "-p", "10", "-n", "10", "-d", "100", "-c", "109"}, 2},
+        {{"bench", "-m", m, "-p", "10", "-n", "10", "-d", "503"}, 2},  // 503 + 10 > 512
+        {{"bench", "-m", m, "-d", "-1"}, 2},
+        {{"bench", "-m", m, "--cache-type", "q4_0"}, 2},
+        {{"bench", "-m", m, "--cache-type", "q8_0"}, 2},  // head_dim 8: not blocks of 32
         {{"bench", "-m", m, "--bogus"}, 2},
         {{"bench", "-m", "/nonexistent/model", "-p", "4", "-n", "2", "-r", "1"}, 1},
     };

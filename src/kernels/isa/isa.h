@@ -103,6 +103,10 @@ struct Kernels {
     double (*sum_squares)(const float* x, int64_t n) = {};                                 // in double
     void (*scale_mul)(float* y, const float* x, float s, const float* w, int64_t n) = {};  // y = x * s * w
     void (*softmax)(float* x, int64_t n, float scale) = {};
+    // x = e^(scale x - m), m = max(scale x) into *max; returns the sum of the new x.
+    float (*exp_shifted)(float* x, int64_t n, float scale, float* max) = {};
+    // out[r][j] = q[r][j] * d[j], r < rows, j < 32 (a q8_0 key panel's block, exactly).
+    void (*scale_i8_rows)(float* out, const int8_t* q, const float* d, int64_t rows) = {};
     void (*silu_mul)(float* g, const float* u, int64_t n) = {};
     void (*add)(float* y, const float* x, int64_t n) = {};
     void (*rope_rotate_half)(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) = {};
