@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "plainllama/io/dtype.h"
+#include "plainllama/bench/fma_peak.h"
 #include "plainllama/bench/read_bandwidth.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
@@ -89,6 +90,17 @@ TEST(BenchCli, JsonHasEveryKeyWithSaneValues) {
         sum += p;
     }
     EXPECT_NEAR(bw, sum / 3, 1e-9 * sum);
+    // The FMA peak of the run's one thread, and pp's operations per token: a multiply-add per weight of the layers'
+    // matrices (q, o 64 x 64; k, v 32 x 64; gate, up, down 172 x 64; five layers), the output projection (512 x 64)
+    // once for the eight prompt tokens, attention over 4.5 positions on average (5 layers x 8 heads x 8 dims x 4).
+    EXPECT_EQ(j["fma_peak_threads"], 1);
+    const double peak = j["fma_peak_gflops"].get<double>();
+    EXPECT_TRUE(std::isfinite(peak) && peak > 0) << peak;
+    EXPECT_GT(j["fma_peak_thread_gflops"].get<double>(), 0);
+    const double flops =
+        2.0 * 5 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 4.0 * 5 * 8 * 8 * 4.5 + 2.0 * 512 * 64 / 8;
+    EXPECT_EQ(j["depths"][0]["pp_flops_per_token"].get<double>(), flops);
+    EXPECT_NEAR(j["pp"]["gflops"].get<double>(), flops * j["pp"]["tok_s"].get<double>() / 1e9, 1e-9);
     // The best kernels this CPU runs.
     EXPECT_EQ(j["kernels"], kernel_variants().front());
     EXPECT_EQ(j["tuning"], tuning_name(cpu_tuning()));
@@ -255,6 +267,21 @@ TEST(BenchCli, InvalidFlags) {
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << "\n" << r.err;
         EXPECT_EQ(r.err.rfind("plainllama: error: ", 0), 0u) << joined << "\n" << r.err;
         EXPECT_EQ(r.out, "") << joined;
+    }
+}
+
+// Every kernel variant's multiply-add chains, on one and on two threads: a finite positive rate; on the two at once, the
+// team's thread count.
+TEST(FmaPeak, EveryVariantGivesFinitePositive) {
+    for (const std::string& v : kernel_variants()) {
+        const test::UseKernels kernels(v);
+        for (int threads : {1, 2}) {
+            Threads scope(threads);
+            const FmaPeak p = measure_fma_peak(0.002);
+            EXPECT_EQ(p.threads, threads) << v;
+            EXPECT_TRUE(std::isfinite(p.gflops) && p.gflops > 0) << v << " " << p.gflops;
+            EXPECT_TRUE(std::isfinite(p.thread_gflops) && p.thread_gflops > 0) << v << " " << p.thread_gflops;
+        }
     }
 }
 

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "plainllama/bench/fma_peak.h"
 #include "plainllama/bench/read_bandwidth.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/run/grammar_constraint.h"
@@ -279,6 +280,25 @@ Run add_bench(CLI::App& app) {
         const double weight_bytes = double(l.model->bytes_per_token());
         const double kv_per_pos = double(kv_bytes_per_position(c, ctx.cache_type()));
         auto bytes_per_token = [&](int64_t d) { return weight_bytes + kv_per_pos * (double(d) + double(N + 1) / 2.0); };
+        // Operations a pp run does per prompt token: a multiply-add per weight of the layers' matrices, the output
+        // projection once for the last token, and attention's scores and weighted sum over positions d + 1 .. d + p,
+        // on average d + (p + 1) / 2.
+        double layer_params = 0;
+        for (const TensorSpec& s : llama_tensor_table(c))
+            if (s.matrix && s.layer >= 0) {
+                double e = 1;
+                for (int64_t n : s.shape) e *= double(n);
+                layer_params += e;
+            }
+        auto pp_flops_per_token = [&](int64_t d) {
+            const double attn = 4.0 * double(c.num_hidden_layers * c.num_attention_heads * c.head_dim) *
+                                (double(d) + double(P + 1) / 2.0);
+            return 2.0 * layer_params + attn + 2.0 * double(c.vocab_size * c.hidden_size) / double(P);
+        };
+        const FmaPeak fma = measure_fma_peak();  // the compute roofline, before the runs
+        if (!quiet)
+            std::fprintf(stderr, "FMA peak: %.1f GFLOP/s on %d threads (%.1f on one)\n", fma.gflops, fma.threads,
+                         fma.thread_gflops);
 
         // On shared machines the read bandwidth moves from one second to the next, so generation is set against passes
         // of the test taken in turn with it. A model larger than the last-level cache (read from memory at every token)
@@ -366,7 +386,10 @@ Run add_bench(CLI::App& app) {
         const std::string cpu = cpu_model_name(), flags = cpu_simd_flags();
         if (o->json) {
             auto pp_json = [&](const Result& r) {
-                return nlohmann::json{{"n", P}, {"tok_s", r.pp.mean}, {"stdev", r.pp.stdev}};
+                return nlohmann::json{{"n", P},
+                                      {"tok_s", r.pp.mean},
+                                      {"stdev", r.pp.stdev},
+                                      {"gflops", pp_flops_per_token(r.depth) * r.pp.mean / 1e9}};
             };
             auto tg_json = [&](const Result& r) {
                 return nlohmann::json{{"n", N}, {"tok_s", r.tg.mean}, {"stdev", r.tg.stdev}, {"gb_s", r.tg_gbs}};
@@ -375,6 +398,7 @@ Run add_bench(CLI::App& app) {
             for (const Result& r : results)
                 per_depth.push_back({{"depth", r.depth},
                                      {"bytes_per_token", bytes_per_token(r.depth)},
+                                     {"pp_flops_per_token", pp_flops_per_token(r.depth)},
                                      {"bandwidth_gb_s", r.bw},
                                      {"bandwidth_passes_gb_s", r.passes},
                                      {"pp", pp_json(r)},
@@ -398,6 +422,9 @@ Run add_bench(CLI::App& app) {
                                 {"bandwidth_gb_s", r0.bw},
                                 {"bandwidth_passes_gb_s", r0.passes},
                                 {"bandwidth_pass_bytes", r0.pass_bytes},
+                                {"fma_peak_gflops", fma.gflops},
+                                {"fma_peak_thread_gflops", fma.thread_gflops},
+                                {"fma_peak_threads", fma.threads},
                                 {"pp", pp_json(r0)},
                                 {"tg", tg_json(r0)},
                                 {"depths", per_depth}};
@@ -440,6 +467,13 @@ Run add_bench(CLI::App& app) {
             std::printf("tg%s: %.1f GB/s effective of %.1f GB/s measured read bandwidth (%.0f%% of roofline)%s\n",
                         at.c_str(), r.tg_gbs, r.bw, r.bw > 0 ? 100.0 * r.tg_gbs / r.bw : 0.0,
                         in_cache ? "; the model fits in the last-level cache" : "");
+        }
+        for (const Result& r : results) {
+            const std::string at = r.depth > 0 ? " @ d" + std::to_string(r.depth) : "";
+            const double gflops = pp_flops_per_token(r.depth) * r.pp.mean / 1e9;
+            std::printf("pp%s: %.1f GFLOP/s of %.1f GFLOP/s measured FMA peak on %d threads (%.0f%% of peak)\n",
+                        at.c_str(), gflops, fma.gflops, fma.threads,
+                        fma.gflops > 0 ? 100.0 * gflops / fma.gflops : 0.0);
         }
         std::printf("rss: %.1f MiB (weights %.1f MiB, KV cache %.1f MiB, %s)\n", double(rss) / double(1 << 20),
                     weight_bytes / double(1 << 20), double(ctx.kv_bytes()) / double(1 << 20), cache);

@@ -135,6 +135,10 @@ struct Kernels {
     // with plain loads alone, with the float decode kernels' prefetch of every line (prefetch_ahead), or with a
     // prefetch of each 4 KiB page's first line (prefetch_page_start; the scalar table reads the same way in all three).
     float (*sum_stream)(const float* p, int64_t n, ReadWay way) = {};
+    // reps steps of independent fused multiply-add chains held in registers, for the FMA peak test: the sum of the
+    // chains, and the floating-point operations done (a multiply-add counts two) into *ops (the scalar table:
+    // a multiply, then an add).
+    float (*fma_burst)(int64_t reps, double* ops) = {};
 };
 
 // A table of register tiles {nullptr, f<1, ...>, ..., f<kMRMax, ...>} from a micro-kernel template f<MR, ...>.
