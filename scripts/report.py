@@ -568,7 +568,7 @@ def chart_speed(rep, out, key, share_key, title, ylabel, share_what):
     rows = [r for r in rep["speed"] if r.get(key) is not None]
     formats = list(dict.fromkeys(r["format"] for r in rows))
     series = list(dict.fromkeys((r["engine"], r["depth"]) for r in rows))
-    fig, ax = plt.subplots(figsize=(max(7, 1.3 * len(formats) * max(1, len(series)) / 2 + 3), 4.8))
+    fig, ax = plt.subplots(figsize=(min(16, max(8, 0.32 * len(formats) * max(1, len(series)) + 3)), 5))
     width = 0.8 / max(1, len(series))
     shades = {}
     for i, (engine, depth) in enumerate(series):
@@ -654,29 +654,35 @@ def chart_serving(rep, out):
     plt.close(fig)
 
 
-def ratio_bars(out, name, groups, title, ylabel):
-    """groups: [(label, {series: ratio})]: one group of bars per label, a line at 1."""
+def ratio_bars(out, name, groups, title, xlabel):
+    """groups: [(label, {measure: ratio})]: one horizontal bar per (label, measure), coloured by measure, on a
+    logarithmic axis with a line at 1, each bar labelled with its ratio."""
     plt = plt_setup()
-    series = list(dict.fromkeys(k for _, d in groups for k in d))
-    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(groups) * max(1, len(series)) / 2 + 3), 4.8))
-    width = 0.8 / max(1, len(series))
-    palette = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"]
-    for i, s in enumerate(series):
-        xs, ys = [], []
-        for gi, (_, d) in enumerate(groups):
-            if d.get(s) is not None:
-                xs.append(gi - 0.4 + width * (i + 0.5))
-                ys.append(d[s])
-        bars = ax.bar(xs, ys, width, color=palette[i % len(palette)], label=s)
-        ax.bar_label(bars, labels=[f"{y:.2f}" for y in ys], fontsize=8, padding=2)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([g for g, _ in groups], rotation=20 if len(groups) > 5 else 0)
-    ax.set_ylabel(ylabel)
+    rows = [(g, k, v) for g, d in groups for k, v in d.items() if v is not None and v > 0]
+    measures = list(dict.fromkeys(k for _, k, _ in rows))
+    palette = ["#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.28 * max(1, len(rows))))
+    ys = list(range(len(rows)))[::-1]
+    for m_i, m in enumerate(measures):
+        sel = [(y, v) for y, (_, k, v) in zip(ys, rows) if k == m]
+        bars = ax.barh([y for y, _ in sel], [v for _, v in sel], height=0.7, color=palette[m_i % len(palette)],
+                       label=m)
+        ax.bar_label(bars, labels=[f"{v:.2f}" for _, v in sel], fontsize=8, padding=2)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    import matplotlib.ticker as ticker
+    vals = [v for _, _, v in rows] or [1.0]
+    lo, hi = min(vals + [1.0]) / 1.5, max(vals + [1.0]) * 1.8
+    ax.set_xlim(lo, hi)
+    ax.xaxis.set_major_locator(ticker.FixedLocator([2.0 ** e for e in range(-10, 11) if lo <= 2.0 ** e <= hi]))
+    ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set_yticks(ys)
+    ax.set_yticklabels([f"{g}: {k}" for g, k, _ in rows], fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("format or concurrency: measure")
     ax.set_title(title)
-    ys = [v for _, d in groups for v in d.values() if v is not None]
-    ax.set_ylim(0, max(ys + [1.0]) * 1.18)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="measure", title_fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(out, name))
     describe(name, fig)
@@ -809,7 +815,7 @@ def draw(rep, out):
     groups, serving = side_by_side_groups(rep)
     if groups or serving:
         ratio_bars(out, "llama_cpp_ratio.png", groups + serving, "plainllama / llama.cpp on the same GGUF files",
-                   "ratio (plainllama / llama.cpp)")
+                   "ratio, plainllama / llama.cpp (log scale; tokens/s above 1: plainllama faster)")
 
 
 # ---- compare
@@ -852,7 +858,9 @@ def compare(a_path, b_path, out):
     if not groups:
         die(f"--compare: {a_path} and {b_path} have no measurement in common")
     os.makedirs(out, exist_ok=True)
-    ratio_bars(out, "compare.png", groups, "B / A per measurement", "ratio (B / A)")
+    ratio_bars(out, "compare.png", groups, f"B / A: {os.path.basename(os.path.dirname(os.path.abspath(b_path)))} / "
+               f"{os.path.basename(os.path.dirname(os.path.abspath(a_path)))}",
+               "ratio, B / A (log scale; tokens/s above 1: B faster)")
     rows = [[g, k, num(v, "{:.3f}")] for g, d in groups for k, v in d.items()]
     md = ["# Comparison", "", f"A: `{a_path}` ({a['meta']['date']}, commit `{a['meta']['commit']}`, "
           f"{a['meta']['cpu']})", "",
