@@ -3,7 +3,7 @@
 # with tokenizer_config.json and generation_config.json when the repo has them) and points the symlink
 # models/default at it.
 #
-# Usage: models/fetch.sh [NAME|OWNER/REPO] [--dtype f32|f16|bf16] [--force]
+# Usage: models/fetch.sh [NAME|OWNER/REPO] [--dtype f32|f16|bf16] [--file NAME.gguf] [--force]
 #   stories260K (default)  from ../shared/models/ beside the project when present (no network), else downloaded
 #                          from the Hugging Face hub (karpathy/tinyllamas) and converted with
 #                          scripts/convert_llama2c.py. --dtype f16|bf16 gives models/stories260K-f16|-bf16.
@@ -12,6 +12,9 @@
 #                          model.safetensors (or model.safetensors.index.json and its shards) into models/REPO/,
 #                          as published. A repo with neither tokenizer.model nor tokenizer.json is refused
 #                          before any weights are downloaded.
+#   OWNER/REPO --file F    one GGUF file of the repo (F may be in a folder of it: Q4_K_M/model.gguf) into
+#                          models/REPO/, and models/default pointing at it; the first part of a split model
+#                          (NAME-00001-of-0000N.gguf) brings every part.
 #   --force                download again files that are already there.
 # Environment: HF_TOKEN (gated repos), HF_ENDPOINT (default https://huggingface.co),
 #              PLAINLLAMA_SHARED_DIR (default <project>/../shared).
@@ -32,15 +35,18 @@ say() { echo "fetch.sh: $*" >&2; }
 
 name=stories260K
 dtype=""
+gguf_file=""
 force=0
 positional=0
 while (($#)); do
     case $1 in
         --dtype) (($# >= 2)) || die "--dtype needs a value (f32, f16 or bf16)"; dtype=$2; shift 2 ;;
         --dtype=*) dtype=${1#--dtype=}; shift ;;
+        --file) (($# >= 2)) || die "--file needs a value (a .gguf file of the repo)"; gguf_file=$2; shift 2 ;;
+        --file=*) gguf_file=${1#--file=}; shift ;;
         --force) force=1; shift ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        -*) die "unknown option '$1' (expected --dtype f32|f16|bf16, --force)" ;;
+        -*) die "unknown option '$1' (expected --dtype f32|f16|bf16, --file NAME.gguf, --force)" ;;
         *) ((positional == 0)) || die "unexpected argument '$1': give one model name or repo id"
            name=$1; positional=1; shift ;;
     esac
@@ -205,10 +211,36 @@ for s in sorted(set(json.load(open(sys.argv[1]))["weight_map"].values())): print
     fi
 }
 
+# fetch_gguf REPO FILE: FILE (and the other parts of a split model) into models/REPO/; models/default -> it.
+fetch_gguf() {
+    local repo=$1 file=$2 base dest parts k n stem
+    [[ -z $dtype ]] || die "--dtype applies to stories260K only, not to a GGUF file"
+    [[ $repo =~ ^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+$ && ${repo%%/*} != . && ${repo%%/*} != .. && ${repo#*/} != . &&
+       ${repo#*/} != .. ]] || die "'$repo': expected OWNER/REPO"
+    # a path in the repo: plain names, no '.' or '..' part (it is also the path written under models/REPO/)
+    [[ $file =~ ^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*\.gguf$ && ! $file =~ (^|/)\.\.?(/|$) ]] ||
+        die "--file '$file': expected the path of a .gguf file in the repo (letters, digits, . _ - and /)"
+    base=$endpoint/$repo/resolve/main
+    dest=$models_dir/${repo#*/}
+    parts=("$file")
+    if [[ $file =~ ^(.*)-00001-of-([0-9]{5})\.gguf$ ]]; then
+        stem=${BASH_REMATCH[1]}
+        n=$((10#${BASH_REMATCH[2]}))
+        parts=()
+        for ((k = 1; k <= n; k++)); do parts+=("$(printf '%s-%05d-of-%05d.gguf' "$stem" "$k" "$n")"); done
+    fi
+    check_online
+    for k in "${parts[@]}"; do
+        [[ -s $dest/$k && $force == 0 ]] || exists "$base/$k" || die "$repo: no $k on $host (nothing downloaded)"
+    done
+    for k in "${parts[@]}"; do fetch_file "$base" "$k" "$dest"; done
+    dest_name=${repo#*/}/$file
+}
+
 dest_name=""
 case $name in
-    stories260K) fetch_stories260K ;;
-    */*) fetch_hf_repo "$name" ;;
+    stories260K) [[ -z $gguf_file ]] || die "--file takes OWNER/REPO (a Hugging Face repo)"; fetch_stories260K ;;
+    */*) if [[ -n $gguf_file ]]; then fetch_gguf "$name" "$gguf_file"; else fetch_hf_repo "$name"; fi ;;
     *) die "unknown model '$name': expected stories260K or a Hugging Face repo id OWNER/REPO" ;;
 esac
 

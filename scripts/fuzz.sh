@@ -2,9 +2,9 @@
 # Builds the libFuzzer targets (tests/fuzz, clang++ with -fsanitize=fuzzer,address,undefined) into build-fuzz/ and
 # runs each one for SECONDS (default 60), niced, one job, one worker. The test command (scripts/test.sh) runs it too,
 # for a short time (docs/testing.md).
-# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]       TARGET: safetensors, config (default: both)
-#   FUZZ_MAX_LEN     largest input libFuzzer generates (default 65536: the real headers are ~5 KB; the 1 MB seed
-#                    files are read as their first FUZZ_MAX_LEN bytes)
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]       TARGET: safetensors, config, gguf (default: all three)
+#   FUZZ_MAX_LEN     largest input libFuzzer generates (default 65536: the real safetensors headers are ~5 KB, the
+#                    GGUF seeds are shrunk to a few KB; larger seed files are read as their first FUZZ_MAX_LEN bytes)
 #   FUZZ_BUILD_JOBS  parallel compile jobs (default 1: a shared machine; the test command gives every core)
 #   FUZZ_PARALLEL    1: run the targets at the same time, one core each (the test command); default one by one
 # Seeds come from ../shared/models (tests/fuzz/make_corpus.py) and tests/fuzz/regressions/TARGET/; the growing
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors config)
+((${#targets[@]})) || targets=(safetensors config gguf)
 shared=$(cd .. && pwd)/shared
 [[ -d $shared/models ]] || { echo "fuzz: no $shared/models (../shared beside the project root)" >&2; exit 1; }
 

@@ -1,5 +1,5 @@
-// The fuzzers' regression inputs (tests/fuzz/regressions/) replayed through the parsers they target, and
-// json_brief on the values that once broke it.
+// The fuzzers' regression inputs (tests/fuzz/regressions/) replayed through the parsers they target (safetensors,
+// config.json, GGUF), and json_brief on the values that once broke it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -61,6 +61,18 @@ TEST(FuzzRegressions, ConfigInputsReplay) {
         } catch (const Error& e) {
             EXPECT_EQ(fuzz::error_violation(e.what()), "");
         }
+    }
+}
+
+TEST(FuzzRegressions, GgufInputsReplay) {
+    const auto files = regression_inputs("gguf");
+    EXPECT_GE(files.size(), 10u);
+    for (const fs::path& file : files) {
+        SCOPED_TRACE(file.filename().string());
+        const std::string f = test::read_file(file);
+        std::vector<uint64_t> buf(f.size() / 8 + 1);
+        std::memcpy(buf.data(), f.data(), f.size());
+        EXPECT_EQ(fuzz::gguf_input_violation(reinterpret_cast<const uint8_t*>(buf.data()), f.size()), "");
     }
 }
 

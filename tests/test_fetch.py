@@ -2,7 +2,8 @@
 """models/fetch.sh against a fake Hugging Face hub on loopback (HF_ENDPOINT): a repo with tokenizer.json and no
 tokenizer.model is fetched with its tokenizer_config.json and generation_config.json, and `plainllama tokenize`
 runs on the result; a repo with neither tokenizer file is refused before any weights are downloaded; a repo with
-both gets tokenizer.model only.
+both gets tokenizer.model only; --file NAME.gguf brings one GGUF file (every part of a split one) and the model
+runs from it.
 
 Run by ctest with PLAINLLAMA_BINARY, PLAINLLAMA_SHARED_DIR and PLAINLLAMA_SOURCE_DIR. Last line: "N passed, N failed".
 """
@@ -42,6 +43,7 @@ class Fetch(unittest.TestCase):
             d = os.path.join(cls.hub, name, "resolve", "main")
             os.makedirs(d)
             for f, src in files.items():
+                os.makedirs(os.path.dirname(os.path.join(d, f)), exist_ok=True)
                 if isinstance(src, str) and os.path.isfile(src):
                     shutil.copyfile(src, os.path.join(d, f))
                 else:
@@ -56,6 +58,10 @@ class Fetch(unittest.TestCase):
         repo("meta/no-tokenizer", {"config.json": CONFIG, "model.safetensors": weights})
         repo("meta/both", {"config.json": CONFIG, "tokenizer.model": "sp", "tokenizer.json": "{}",
                            "model.safetensors": weights})
+        stories = os.path.join(SHARED_DIR, "models", "gguf", "stories260K-F32.gguf")
+        repo("someone/stories-GGUF", {"stories-F32.gguf": stories, "Q8/stories-Q8.gguf": stories,
+                                      "split-00001-of-00002.gguf": "part 1", "split-00002-of-00002.gguf": "part 2",
+                                      "README.md": "not a model"})
         handler = functools.partial(Quiet, directory=cls.hub)
         cls.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=cls.server.serve_forever, daemon=True).start()
@@ -66,7 +72,7 @@ class Fetch(unittest.TestCase):
         cls.server.shutdown()
         cls.tmp.cleanup()
 
-    def fetch(self, repo):
+    def fetch(self, repo, *extra):
         """Runs a copy of models/fetch.sh in a fresh project folder; returns (result, its models folder)."""
         root = tempfile.mkdtemp(dir=self.tmp.name)
         models = os.path.join(root, "models")
@@ -74,7 +80,7 @@ class Fetch(unittest.TestCase):
         shutil.copy(os.path.join(SOURCE_DIR, "models", "fetch.sh"), models)
         env = dict(os.environ, HF_ENDPOINT=self.endpoint, PLAINLLAMA_SHARED_DIR=os.path.join(root, "none"))
         env.pop("HF_TOKEN", None)
-        r = subprocess.run([os.path.join(models, "fetch.sh"), repo], capture_output=True, text=True, env=env,
+        r = subprocess.run([os.path.join(models, "fetch.sh"), repo, *extra], capture_output=True, text=True, env=env,
                            timeout=120)
         return r, models
 
@@ -108,6 +114,34 @@ class Fetch(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(sorted(os.listdir(os.path.join(models, "both"))),
                          ["config.json", "model.safetensors", "tokenizer.model"])
+
+    def test_one_gguf_file(self):
+        for file in ("stories-F32.gguf", "Q8/stories-Q8.gguf"):
+            r, models = self.fetch("someone/stories-GGUF", "--file", file)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(os.readlink(os.path.join(models, "default")), "stories-GGUF/" + file)
+            self.assertFalse(os.path.exists(os.path.join(models, "stories-GGUF", "README.md")))
+            g = subprocess.run([BINARY, "generate", "-m", os.path.join(models, "default"), "-p", "Once upon a time",
+                                "-n", "8", "--temp", "0", "--quiet"], capture_output=True, text=True)
+            self.assertEqual(g.returncode, 0, g.stderr)
+            self.assertTrue(g.stdout.startswith("Once upon a time"), g.stdout)
+
+    def test_split_gguf_brings_every_part(self):
+        r, models = self.fetch("someone/stories-GGUF", "--file", "split-00001-of-00002.gguf")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(os.listdir(os.path.join(models, "stories-GGUF"))),
+                         ["split-00001-of-00002.gguf", "split-00002-of-00002.gguf"])
+
+    def test_gguf_file_refused_when_missing_or_not_a_plain_path(self):
+        r, models = self.fetch("someone/stories-GGUF", "--file", "nope.gguf")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no nope.gguf on 127.0.0.1", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(models, "stories-GGUF")))
+        for bad in ("../x.gguf", "a/../../x.gguf", "/etc/x.gguf", "model.bin", "a b.gguf"):
+            r, models = self.fetch("someone/stories-GGUF", "--file", bad)
+            self.assertEqual(r.returncode, 1, bad)
+            self.assertIn("--file", r.stderr)
+            self.assertEqual(sorted(os.listdir(models)), ["fetch.sh"], bad)
 
 
 if __name__ == "__main__":

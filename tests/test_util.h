@@ -17,6 +17,16 @@
 #include "plainllama/run/chat_template.h"
 #include "plainllama/sys/team.h"
 
+// PLAINLLAMA_ASAN: defined in a build with AddressSanitizer (the sanitizer job's), for tests that cannot run there or
+// that it would only slow down.
+#if defined(__SANITIZE_ADDRESS__)
+#define PLAINLLAMA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PLAINLLAMA_ASAN 1
+#endif
+#endif
+
 namespace plainllama::test {
 
 namespace fs = std::filesystem;

@@ -1,13 +1,15 @@
 // plainllama tokenize: the token ids of a text (llama.cpp's llama-tokenize). Reads config.json and the tokenizer
-// files only: a folder without weights works, and counting the tokens of a large file is quick.
+// files only (of a GGUF, its header): a folder without weights or a vocabulary-only GGUF works, and counting the
+// tokens of a large file is quick.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "common.h"
 #include "plainllama/io/config.h"
-#include "plainllama/tokenizer/tokenizer.h"
+#include "plainllama/io/gguf.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 namespace plainllama::cli {
 
@@ -18,7 +20,8 @@ Run add_tokenize(CLI::App& app) {
         bool no_bos = false, json = false, pieces = false;
     };
     auto o = std::make_shared<Opts>();
-    cmd->add_option("-m,--model", o->model, "Model folder: config.json and tokenizer.model or tokenizer.json")
+    cmd->add_option("-m,--model", o->model,
+                    "Model folder (config.json and tokenizer.model or tokenizer.json) or GGUF file (its vocabulary)")
         ->capture_default_str();
     auto* p_opt = cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize");
     auto* f_opt = cmd->add_option("-f,--file", o->file, "Read the text from a file ('-' = stdin)");
@@ -29,9 +32,9 @@ Run add_tokenize(CLI::App& app) {
     return [o, p_opt, f_opt] {
         if (p_opt->count() == 0 && f_opt->count() == 0) throw UsageError("give the text with -p/--prompt or -f/--file");
         const std::string text = read_prompt(o->prompt, o->file, p_opt->count() > 0, f_opt->count() > 0);
-        const LlamaConfig c = load_config(std::filesystem::path(o->model) / "config.json");
         const std::unique_ptr<Tokenizer> tok = load_tokenizer(o->model);
-        check_vocab(*tok, c, o->model);
+        if (!is_gguf_model(o->model))  // (a GGUF's vocabulary is the model's: its size is checked when it loads)
+            check_vocab(*tok, load_config(std::filesystem::path(o->model) / "config.json"), o->model);
         const std::vector<int32_t> ids = tok->encode(text, !o->no_bos && tok->add_bos());
         if (o->json) {
             std::printf("%s\n", nlohmann::json{{"ids", ids}, {"n", ids.size()}}.dump().c_str());

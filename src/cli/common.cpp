@@ -16,9 +16,11 @@
 #include <sstream>
 
 #include "plainllama/io/file.h"
+#include "plainllama/io/gguf.h"
 #include "plainllama/io/utf8.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/run/generate.h"
+#include "plainllama/run/json_schema.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/threads.h"
 
@@ -81,8 +83,7 @@ CLI::Validator float_range(double lo, double hi) {
 }
 
 void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
-    cmd->add_option("-m,--model", o.model, "Model folder: config.json, *.safetensors, tokenizer.model")
-        ->capture_default_str();
+    cmd->add_option("-m,--model", o.model, kModelHelp)->capture_default_str();
     cmd->add_option("-t,--threads", o.threads,
                     "Threads (default: physical cores, less those other processes keep busy)")
         ->transform(int_range(1, 1024));
@@ -219,7 +220,7 @@ void check_tensors(const Checkpoint& ckpt) {
         std::string at = std::to_string(i);
         if (t.shape.size() == 2)
             at += " (row " + std::to_string(i / t.shape[1]) + ", column " + std::to_string(i % t.shape[1]) + ")";
-        throw Error(t.file + ": tensor '" + printable(name) + "' " + t.shape_str() + " has " + non_finite_name(v) +
+        throw Error(t.file + ": tensor '" + printable(t.name) + "' " + t.shape_str() + " has " + non_finite_name(v) +
                     " at index " + at + " (--check-tensors)");
     }
 }
@@ -287,6 +288,7 @@ Loaded load(const ModelOpts& o) {
 std::string model_name(const std::string& dir) {
     std::filesystem::path p = std::filesystem::path(dir).lexically_normal();
     if (p.filename().empty()) p = p.parent_path();
+    if (p.extension() == ".gguf") p = p.stem();
     return p.filename().empty() ? dir : p.filename().string();
 }
 
@@ -313,10 +315,14 @@ std::vector<int32_t> reply_stop_ids(const ChatTemplate& tmpl, const Loaded& l) {
 }
 
 void check_vocab(const Tokenizer& tok, const LlamaConfig& c, const std::string& dir) {
-    if (tok.vocab_size() > c.vocab_size)
-        throw Error(dir + "/" + (tok.kind() == "bpe" ? "tokenizer.json" : "tokenizer.model") + ": has " +
-                    std::to_string(tok.vocab_size()) + " tokens but config.json vocab_size is " +
+    if (tok.vocab_size() <= c.vocab_size) return;
+    if (std::filesystem::path gguf; is_gguf_model(dir, &gguf))
+        throw Error(gguf.string() + ": 'tokenizer.ggml.tokens' has " + std::to_string(tok.vocab_size()) +
+                    " tokens but the model's vocabulary (llama.vocab_size, token_embd.weight) has " +
                     std::to_string(c.vocab_size));
+    throw Error(dir + "/" + (tok.kind() == "bpe" ? "tokenizer.json" : "tokenizer.model") + ": has " +
+                std::to_string(tok.vocab_size()) + " tokens but config.json vocab_size is " +
+                std::to_string(c.vocab_size));
 }
 
 std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given) {
@@ -333,6 +339,17 @@ std::string read_prompt(const std::string& prompt, const std::string& file, bool
     if (bad != std::string::npos)
         throw Error(source + " is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
     return text;
+}
+
+std::shared_ptr<const Grammar> load_grammar(const std::string& json_schema_file, const std::string& grammar_file) {
+    const std::string& file = json_schema_file.empty() ? grammar_file : json_schema_file;
+    if (file.empty()) return nullptr;
+    const std::string text = read_input(file);
+    try {
+        return json_schema_file.empty() ? std::make_shared<const Grammar>(parse_gbnf(text)) : json_schema_grammar(text);
+    } catch (const Error& e) {
+        throw Error(file + ": " + e.what());
+    }
 }
 
 }  // namespace plainllama::cli

@@ -15,6 +15,7 @@
 
 #include "plainllama/io/config.h"
 #include "plainllama/io/file.h"
+#include "plainllama/io/gguf.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
@@ -69,15 +70,21 @@ MappedFile::MappedFile(const std::filesystem::path& path) {
     ::close(fd);
 }
 
-void Checkpoint::release(const void* data, size_t nbytes) const {
-    for (const auto& f : files_) {
-        if (!f->contains(data)) continue;
-        const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE)), begin = reinterpret_cast<uintptr_t>(data);
-        const uintptr_t lo = (begin + page - 1) / page * page, hi = (begin + nbytes) / page * page;
-        if (lo < hi) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advice: failure is harmless
-        return;
-    }
+void MappedFile::release(const void* data, size_t nbytes) const {
+    if (!contains(data)) return;
+    const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE)), begin = reinterpret_cast<uintptr_t>(data);
+    const uintptr_t lo = (begin + page - 1) / page * page, hi = (begin + nbytes) / page * page;
+    if (lo < hi) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);  // advice: failure is harmless
 }
+
+void Checkpoint::release(const void* data, size_t nbytes) const {
+    for (const auto& f : files_) f->release(data, nbytes);
+    if (gguf_) gguf_->release(data, nbytes);
+}
+
+Checkpoint::Checkpoint(std::shared_ptr<const GgufModel> gguf, std::map<std::string, TensorView> tensors,
+                       std::map<std::string, std::string> metadata)
+    : tensors_(std::move(tensors)), metadata_(std::move(metadata)), gguf_(std::move(gguf)) {}
 
 MappedFile::~MappedFile() {
     if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);

@@ -12,14 +12,16 @@
 
 #include "plainllama/kernels/attention.h"
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/model/gguf_model.h"
 #include "plainllama/model/rope.h"
-#include "plainllama/sys/threads.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/team.h"
+#include "plainllama/sys/threads.h"
 
 namespace plainllama {
 
 ModelFiles open_model_files(const std::filesystem::path& dir, bool read_data) {
+    if (std::filesystem::path file; is_gguf_model(dir, &file)) return open_gguf_model(file, read_data);
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec))
         throw Error(dir.string() + ": not a model directory (expected config.json, *.safetensors, tokenizer.model)");
@@ -50,6 +52,20 @@ Model::Model(const std::filesystem::path& dir, const Progress& progress, QuantSc
                              scheme_name(saved) + " or none, or quantize the original folder");
         quant_ = saved;
     }
+    if (const GgufModel* g = checkpoint_->gguf()) {
+        // A GGUF's quantized matrices are used as stored; its file type names the mix (for bench and inspect).
+        const int64_t ft = g->meta().integer("general.file_type", 0, 1 << 20, false, -1);
+        file_type_ = ft >= 0 ? gguf_file_type_name(ft) : "";
+        bool quantized = false;
+        for (const TensorSpec& s : llama_tensor_table(config_))
+            quantized = quantized || (s.matrix && weight_of(weights_, s).quant != QuantType::none);
+        if (quantized && quant != QuantScheme::none)
+            throw UsageError("--quant " + std::string(scheme_name(quant)) + ": " + dir.string() +
+                             " is already quantized (" + (file_type_.empty() ? "quantized blocks" : file_type_) +
+                             "); give --quant none, or quantize an F32, F16 or BF16 GGUF or folder");
+        QuantScheme saved = QuantScheme::none;
+        if (quantized && ft >= 0 && scheme_of_file_type(ft, &saved)) quant_ = saved;
+    }
     pack_weights(progress);
 }
 
@@ -72,8 +88,10 @@ void Model::pack_weights(const Progress& progress) {
         else if (s.layer >= 0 || s.model_field == &ModelWeights::norm)
             bytes_per_token_ += size_t(w.rows * w.cols) * dtype_size(w.dtype);  // norms
     }
-    if (config_.tie_word_embeddings && weights_.lm_head.quant != QuantType::none)
-        matrices.push_back({&weights_.lm_head, weights_.lm_head.quant, true, "lm_head.weight"});
+    if (config_.tie_word_embeddings && weights_.lm_head.quant != QuantType::none)  // stored apart, or the embedding's
+        matrices.push_back(
+            {&weights_.lm_head, weights_.lm_head.quant, true,
+             weights_.lm_head.data == weights_.embed_tokens.data ? "model.embed_tokens.weight" : "lm_head.weight"});
     else if (config_.tie_word_embeddings)  // packs the embedding's tensor
         matrices.push_back({&weights_.lm_head, quant_for_tied_lm_head(quant_, config_), false, "model.embed_tokens.weight"});
 
@@ -106,8 +124,19 @@ void Model::pack_weights(const Progress& progress) {
                                     std::to_string(b / 34) +
                                     " holds the quant -128 (expected -127 .. 127, as q8_0's quantizer writes)");
         }
-        w.packed = j.stored ? packed_->add_quantized(static_cast<const uint8_t*>(w.data), j.q, w.rows, w.cols)
-                            : packed_->add(w.data, w.dtype, w.rows, w.cols, j.q);
+        const void* src = w.data;
+        std::vector<uint8_t> rows;  // a GGUF's attn_q / attn_k rows in HF's order
+        if (w.rope_heads > 0) {
+            const size_t row = bytes(j) / size_t(w.rows);
+            const int64_t head_dim = w.rows / w.rope_heads;
+            rows.resize(bytes(j));
+            for (int64_t r = 0; r < w.rows; ++r)
+                std::memcpy(&rows[size_t(r) * row],
+                            static_cast<const uint8_t*>(w.data) + size_t(gguf_rope_row(r, head_dim)) * row, row);
+            src = rows.data();
+        }
+        w.packed = j.stored ? packed_->add_quantized(static_cast<const uint8_t*>(src), j.q, w.rows, w.cols)
+                            : packed_->add(src, w.dtype, w.rows, w.cols, j.q);
         checkpoint_->release(w.data, bytes(j));
         done += bytes(j);
         if (progress) progress(done, total);
@@ -348,10 +377,15 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
             row_pos[size_t(sp.row0 + i)] = n_past_[size_t(sp.seq)] + i;
         }
 
-    for (int64_t t = 0; t < T; ++t)
-        convert_to_f32(&x_[size_t(t * H)],
-                       static_cast<const uint8_t*>(w.embed_tokens.data) + tokens[t] * H * int64_t(dtype_size(w.embed_tokens.dtype)),
-                       w.embed_tokens.dtype, H);
+    const Weight& E = w.embed_tokens;  // rows of floats, or of quantized blocks (a GGUF's)
+    const size_t row = E.quant != QuantType::none ? quant_row_bytes(E.quant, H) : size_t(H) * dtype_size(E.dtype);
+    for (int64_t t = 0; t < T; ++t) {
+        const uint8_t* e = static_cast<const uint8_t*>(E.data) + size_t(tokens[t]) * row;
+        if (E.quant != QuantType::none)
+            dequantize_row(E.quant, e, &x_[size_t(t * H)], H);
+        else
+            convert_to_f32(&x_[size_t(t * H)], e, E.dtype, H);
+    }
 
     // Layer l's products, in the order they run (o_proj and down_proj write proj_): each call names the next, so that
     // decode's workers prefetch its start meanwhile (MatmulNext).

@@ -9,6 +9,8 @@ std::vector<double> rope_inv_freq(const LlamaConfig& c) {
     std::vector<double> f(static_cast<size_t>(half));
     for (int64_t i = 0; i < half; ++i) f[size_t(i)] = 1.0 / std::pow(c.rope_theta, double(2 * i) / double(c.head_dim));
     const RopeScaling& s = c.rope_scaling;
+    if (s.freq_factors.size() == f.size())
+        for (size_t i = 0; i < f.size(); ++i) f[i] /= s.freq_factors[i];
     if (s.rope_type == RopeType::linear) {
         for (double& x : f) x /= s.factor;
     } else if (s.rope_type == RopeType::llama3) {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "plainllama/io/file.h"
+#include "plainllama/io/gguf.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
@@ -85,8 +86,72 @@ TemplateKind parse_template_name(const std::string& name, const std::string& wha
     throw Error(what + ": unknown chat template '" + name + "' (expected raw, llama2, zephyr, chatml or llama3)");
 }
 
+namespace {
+
+// tokenizer_config.json's chat_template: a string, or a list of {name, template} whose "default" or first entry is
+// used; empty when none.
+std::string template_of(const nlohmann::json& j) {
+    std::string tmpl;
+    if (j.contains("chat_template")) {
+        const auto& t = j["chat_template"];
+        if (t.is_string()) {
+            tmpl = t.get<std::string>();
+        } else if (t.is_array()) {  // [{"name": "default", "template": "..."}, ...]
+            for (const auto& e : t)
+                if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+                    e["template"].is_string())
+                    tmpl = e["template"].get<std::string>();
+            if (tmpl.empty() && !t.empty() && t[0].is_object() && t[0].contains("template") &&
+                t[0]["template"].is_string())
+                tmpl = t[0]["template"].get<std::string>();
+        }
+    }
+    return tmpl;
+}
+
+// c with the kind of template `tmpl` (read from `file`'s `key`; empty: none) and why.
+TemplateChoice recognise(TemplateChoice c, const std::string& tmpl, const std::string& file, const std::string& key) {
+    if (tmpl.empty()) {
+        c.reason = file + " has no " + key + ": raw continuation";
+        return c;
+    }
+    if (contains(tmpl, "<|start_header_id|>")) {
+        c.kind = TemplateKind::llama3;
+    } else if (contains(tmpl, "<|im_start|>")) {
+        c.kind = TemplateKind::chatml;
+    } else if (contains(tmpl, "<|user|>") && !contains(tmpl, "<|end|>")) {
+        c.kind = TemplateKind::zephyr;
+    } else if (contains(tmpl, "[INST]")) {
+        c.kind = TemplateKind::llama2;
+    } else {
+        c.reason = file + ": " + key + " not recognised: raw continuation";
+        c.warning = file + ": its " + key +
+                    " is not one of llama2, zephyr, chatml, llama3; using raw (choose one with --template)";
+        return c;
+    }
+    c.reason = file + ": " + key + " is " + template_name(c.kind);
+    return c;
+}
+
+}  // namespace
+
+std::string chat_template_text(const std::filesystem::path& model_dir) {
+    if (std::filesystem::path gguf; is_gguf_model(model_dir, &gguf))
+        return GgufFile(gguf).string("tokenizer.chat_template", false);
+    const std::filesystem::path file = model_dir / "tokenizer_config.json";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) return "";
+    const nlohmann::json j = nlohmann::json::parse(read_file(file), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw Error(file.string() + ": not a JSON object");
+    return template_of(j);
+}
+
 TemplateChoice detect_template(const std::filesystem::path& model_dir) {
     TemplateChoice c;
+    // A GGUF's tokenizer.chat_template; its BOS, EOS and add_bos are the tokenizer's own (gguf_vocab.h).
+    if (std::filesystem::path gguf; is_gguf_model(model_dir, &gguf))
+        return recognise(c, GgufFile(gguf).string("tokenizer.chat_template", false), gguf.string(),
+                         "tokenizer.chat_template");
     const std::filesystem::path file = model_dir / "tokenizer_config.json";
     std::error_code ec;
     if (!std::filesystem::is_regular_file(file, ec)) {
@@ -104,42 +169,7 @@ TemplateChoice detect_template(const std::filesystem::path& model_dir) {
     c.eos_token = token_field(j, "eos_token");
     if (j.contains("add_bos_token") && j["add_bos_token"].is_boolean()) c.add_bos = j["add_bos_token"].get<bool>();
 
-    std::string tmpl;
-    if (j.contains("chat_template")) {
-        const auto& t = j["chat_template"];
-        if (t.is_string()) {
-            tmpl = t.get<std::string>();
-        } else if (t.is_array()) {  // [{"name": "default", "template": "..."}, ...]
-            for (const auto& e : t)
-                if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
-                    e["template"].is_string())
-                    tmpl = e["template"].get<std::string>();
-            if (tmpl.empty() && !t.empty() && t[0].is_object() && t[0].contains("template") &&
-                t[0]["template"].is_string())
-                tmpl = t[0]["template"].get<std::string>();
-        }
-    }
-    if (tmpl.empty()) {
-        c.reason = file.string() + " has no chat_template: raw continuation";
-        return c;
-    }
-    if (contains(tmpl, "<|start_header_id|>")) {
-        c.kind = TemplateKind::llama3;
-    } else if (contains(tmpl, "<|im_start|>")) {
-        c.kind = TemplateKind::chatml;
-    } else if (contains(tmpl, "<|user|>") && !contains(tmpl, "<|end|>")) {
-        c.kind = TemplateKind::zephyr;
-    } else if (contains(tmpl, "[INST]")) {
-        c.kind = TemplateKind::llama2;
-    } else {
-        c.reason = file.string() + ": chat_template not recognised: raw continuation";
-        c.warning = file.string() +
-                    ": its chat_template is not one of llama2, zephyr, chatml, llama3; using raw (choose one with "
-                    "--template)";
-        return c;
-    }
-    c.reason = file.string() + ": chat_template is " + template_name(c.kind);
-    return c;
+    return recognise(c, template_of(j), file.string(), "chat_template");
 }
 
 ChatTemplate::ChatTemplate(TemplateKind kind, const Tokenizer& tok, const TemplateChoice& tokens)

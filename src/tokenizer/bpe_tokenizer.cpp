@@ -1,9 +1,6 @@
 #include "plainllama/tokenizer/bpe_tokenizer.h"
 
-#include <oniguruma.h>
-
 #include <algorithm>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <string_view>
@@ -13,6 +10,7 @@
 #include "plainllama/io/file.h"
 #include "plainllama/io/utf8.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/tokenizer/onig_regex.h"
 
 namespace plainllama {
 
@@ -22,6 +20,10 @@ using json = nlohmann::json;
 
 // GPT-2's pre-tokenizer pattern: what ByteLevel's use_regex runs.
 const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// Llama 3's pre-tokenizer pattern: its tokenizer.json's Split step, llama.cpp's "llama-bpe".
+const char* kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // GPT-2's byte-to-unicode alphabet: printable bytes stand for themselves, the others for 256 + n in byte order.
 struct ByteAlphabet {
@@ -44,7 +46,7 @@ const ByteAlphabet& alphabet() {
 
 // The bytes a token's text stands for: each character through the alphabet, or the text itself when a character
 // is outside it (as HF's ByteLevel decoder does, for added tokens such as "<|eot_id|>" written in plain text).
-std::string token_bytes(const std::string& text) {
+std::string bytes_of_piece(const std::string& text) {
     const ByteAlphabet& a = alphabet();
     std::string out;
     for (size_t i = 0; i < text.size();) {
@@ -60,55 +62,11 @@ std::string token_bytes(const std::string& text) {
     return out;
 }
 
-// A compiled Oniguruma regex: UTF-8, Oniguruma's default syntax and no options, as HF tokenizers' onig crate
-// compiles it (Regex::new).
-class Regex {
-   public:
-    Regex(const std::string& pattern, const std::string& where) {
-        static std::once_flag once;
-        std::call_once(once, [] {
-            OnigEncoding enc = ONIG_ENCODING_UTF8;
-            onig_initialize(&enc, 1);
-        });
-        OnigErrorInfo info;
-        const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
-        const int r =
-            onig_new(&re_, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_DEFAULT, &info);
-        if (r != ONIG_NORMAL) {
-            OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
-            onig_error_code_to_str(msg, r, &info);
-            throw Error(where + ": the regex does not compile: " + reinterpret_cast<const char*>(msg));
-        }
-    }
-    ~Regex() { onig_free(re_); }
-    Regex(const Regex&) = delete;
-    Regex& operator=(const Regex&) = delete;
-
-    // The first match in s[from, size): [*begin, *end), false when none; Error when the search gives up (its retry
-    // limit: a pathological text such as millions of spaces).
-    bool search(std::string_view s, size_t from, size_t* begin, size_t* end, OnigRegion* region) const {
-        const auto* str = reinterpret_cast<const OnigUChar*>(s.data());
-        const int r = onig_search(re_, str, str + s.size(), str + from, str + s.size(), region, ONIG_OPTION_NONE);
-        if (r == ONIG_MISMATCH) return false;
-        if (r < 0) {
-            OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
-            onig_error_code_to_str(msg, r);
-            throw Error(std::string("tokenizer: the pre-tokenizer's regex failed on this text: ") +
-                        reinterpret_cast<const char*>(msg));
-        }
-        *begin = size_t(region->beg[0]);
-        *end = size_t(region->end[0]);
-        return true;
-    }
-
-   private:
-    OnigRegex re_ = nullptr;
-};
-
 // A pre-tokenizer Split step: the matches of a regex (or of a literal string) and the text between them, each a
 // piece of its own ("Isolated").
 struct SplitStep {
     std::unique_ptr<Regex> regex;
+    std::string pattern;  // the regex's
     std::string literal;
 };
 
@@ -148,6 +106,10 @@ struct BpeTokenizer::Impl {
     int32_t bos = -1, eos = -1;
 
     void load_model(const json& model, const json& added);
+    // From `pieces`, `specials` and `matched`: the vocabulary's ids (the entries in_vocab), each token's bytes and
+    // each byte's token. `where` names the vocabulary in errors.
+    void index(const std::vector<bool>& in_vocab, const std::string& where);
+    void add_merge(int32_t rank, std::string_view a, std::string_view b, const std::string& where);
     void load_pre_tokenizer(const json& pre, const std::string& where);
     void load_post_processor(const json& post, const std::string& where, bool nested = false);
     int32_t lookup(const std::string& piece) const;  // an added token's id, else the vocabulary's, else -1
@@ -196,7 +158,6 @@ void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
             if (flag(a, f, false)) throw Error(at + "." + f + ": true is not supported");
     }
     pieces.resize(size_t(max_id + 1));
-    bytes.resize(size_t(max_id + 1));
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
         std::string& p = pieces[it->get<size_t>()];
         if (!p.empty())
@@ -214,28 +175,13 @@ void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
         added_ids[content] = id;
         (flag(added[i], "special", false) ? specials : matched).push_back({id, content});
     }
-    std::sort(matched.begin(), matched.end(),  // longest first: the longest match wins
-              [](const SpecialToken& a, const SpecialToken& b) { return a.text.size() > b.text.size(); });
-    ids.reserve(pieces.size());
-    for (size_t id = 0; id < pieces.size(); ++id) {  // (an id between entries that has none stays empty)
-        if (pieces[id].empty()) continue;
-        bytes[id] = token_bytes(pieces[id]);
-        if (!vocab_pieces[id].empty()) ids.emplace(std::string_view(pieces[id]), int32_t(id));
-    }
-    for (const SpecialToken& t : specials) bytes[size_t(t.id)].clear();  // control tokens have no text
-    for (int b = 0; b < 256; ++b) {
-        std::string ch;
-        append_utf8(ch, alphabet().cp[b]);
-        const auto it = ids.find(ch);
-        if (it == ids.end())
-            throw Error(where + ".vocab lacks the token of byte " + std::to_string(b) + " (not a byte-level BPE)");
-        byte_id[b] = it->second;
-    }
+    std::vector<bool> in_vocab(pieces.size());
+    for (size_t id = 0; id < pieces.size(); ++id) in_vocab[id] = !vocab_pieces[id].empty();
+    index(in_vocab, where + ".vocab");
 
     const json& m = field(model, "merges", where);
     if (!m.is_array()) throw Error(where + ".merges must be an array");
     merges.reserve(m.size());
-    std::string ab;
     for (size_t r = 0; r < m.size(); ++r) {
         std::string_view a, b;
         if (m[r].is_string()) {  // "a b"
@@ -251,14 +197,39 @@ void BpeTokenizer::Impl::load_model(const json& model, const json& added) {
         } else {
             throw Error(where + ".merges[" + std::to_string(r) + "] must be \"a b\" or [a, b]");
         }
-        ab.assign(a);
-        ab += b;
-        const auto ia = ids.find(a), ib = ids.find(b), iab = ids.find(ab);
-        if (ia == ids.end() || ib == ids.end() || iab == ids.end())
-            throw Error(where + ".merges[" + std::to_string(r) + "]: a token of \"" + std::string(a) + " " +
-                        std::string(b) + "\" or their merge is not in the vocabulary");
-        merges.insert_or_assign(pair_key(ia->second, ib->second), Merge{int32_t(r), iab->second});  // as HF: the last
+        add_merge(int32_t(r), a, b, where + ".merges[" + std::to_string(r) + "]");
     }
+}
+
+void BpeTokenizer::Impl::index(const std::vector<bool>& in_vocab, const std::string& where) {
+    std::sort(matched.begin(), matched.end(),  // longest first: the longest match wins
+              [](const SpecialToken& a, const SpecialToken& b) { return a.text.size() > b.text.size(); });
+    bytes.assign(pieces.size(), std::string());
+    ids.reserve(pieces.size());
+    for (size_t id = 0; id < pieces.size(); ++id) {  // (an id between entries that has none stays empty)
+        if (pieces[id].empty()) continue;
+        bytes[id] = bytes_of_piece(pieces[id]);
+        if (in_vocab[id]) ids.emplace(std::string_view(pieces[id]), int32_t(id));
+    }
+    for (const SpecialToken& t : specials) bytes[size_t(t.id)].clear();  // control tokens have no text
+    for (int b = 0; b < 256; ++b) {
+        std::string ch;
+        append_utf8(ch, alphabet().cp[b]);
+        const auto it = ids.find(ch);
+        if (it == ids.end())
+            throw Error(where + " lacks the token of byte " + std::to_string(b) + " (not a byte-level BPE)");
+        byte_id[b] = it->second;
+    }
+}
+
+void BpeTokenizer::Impl::add_merge(int32_t rank, std::string_view a, std::string_view b, const std::string& where) {
+    std::string ab(a);
+    ab += b;
+    const auto ia = ids.find(a), ib = ids.find(b), iab = ids.find(ab);
+    if (ia == ids.end() || ib == ids.end() || iab == ids.end())
+        throw Error(where + ": a token of \"" + std::string(a) + " " + std::string(b) +
+                    "\" or their merge is not in the vocabulary");
+    merges.insert_or_assign(pair_key(ia->second, ib->second), Merge{rank, iab->second});  // as HF: the last
 }
 
 void BpeTokenizer::Impl::load_pre_tokenizer(const json& pre, const std::string& where) {
@@ -285,19 +256,22 @@ void BpeTokenizer::Impl::load_pre_tokenizer(const json& pre, const std::string& 
             if (flag(s, "invert", false)) throw Error(at + ".invert: true is not supported");
             const json& pattern = field(s, "pattern", at);
             SplitStep step;
-            if (pattern.contains("Regex") && pattern["Regex"].is_string())
-                step.regex = std::make_unique<Regex>(pattern["Regex"].get<std::string>(), at);
-            else if (pattern.contains("String") && pattern["String"].is_string() && pattern["String"] != "")
+            if (pattern.contains("Regex") && pattern["Regex"].is_string()) {
+                step.pattern = pattern["Regex"].get<std::string>();
+                step.regex = std::make_unique<Regex>(step.pattern, at);
+            } else if (pattern.contains("String") && pattern["String"].is_string() && pattern["String"] != "") {
                 step.literal = pattern["String"].get<std::string>();
-            else
+            } else {
                 throw Error(at + ".pattern must be {\"Regex\": ...} or {\"String\": ...}");
+            }
             splits.push_back(std::move(step));
         } else if (t == "ByteLevel") {
             if (i + 1 != steps.size()) throw Error(at + ": ByteLevel must be the last step");
             if (flag(s, "add_prefix_space", false)) throw Error(at + ".add_prefix_space: true is not supported");
             if (flag(s, "use_regex", true)) {
                 SplitStep step;
-                step.regex = std::make_unique<Regex>(kGpt2Pattern, at);
+                step.pattern = kGpt2Pattern;
+                step.regex = std::make_unique<Regex>(step.pattern, at);
                 splits.push_back(std::move(step));
             }
         } else {
@@ -395,6 +369,73 @@ BpeTokenizer::BpeTokenizer(const std::filesystem::path& tokenizer_json, const st
         }
     }
     if (m.bos < 0 && m.prefix.size() == 1) m.bos = m.prefix[0];
+}
+
+BpeTokenizer::BpeTokenizer(const GgufVocab& v, const std::string& source) : impl_(std::make_unique<Impl>()) {
+    Impl& m = *impl_;
+    m.source = source;
+    m.pieces = v.tokens;
+    std::vector<bool> in_vocab(v.tokens.size(), false);
+    for (size_t id = 0; id < v.tokens.size(); ++id) {
+        const SpecialToken t{int32_t(id), v.tokens[id]};
+        if (v.types[id] == kTokControl || v.types[id] == kTokUnknown) {
+            m.specials.push_back(t);
+            m.added_ids[t.text] = t.id;
+        } else if (v.types[id] == kTokUserDefined) {
+            m.matched.push_back(t);
+            m.added_ids[t.text] = t.id;
+        } else {
+            in_vocab[id] = true;
+        }
+    }
+    m.index(in_vocab, source + ": tokenizer.ggml.tokens");
+    m.merges.reserve(v.merges.size());
+    for (size_t r = 0; r < v.merges.size(); ++r) {
+        const std::string& line = v.merges[r];
+        const size_t sp = line.find(' ');
+        const std::string at = source + ": tokenizer.ggml.merges[" + std::to_string(r) + "]";
+        if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos)
+            throw Error(at + " must be two tokens separated by a space");
+        m.add_merge(int32_t(r), std::string_view(line).substr(0, sp), std::string_view(line).substr(sp + 1), at);
+    }
+    m.ignore_merges = true;  // as llama.cpp's llama-bpe and Llama 3's tokenizer.json
+    SplitStep step;
+    step.pattern = kLlama3Pattern;
+    step.regex = std::make_unique<Regex>(step.pattern, source);
+    m.splits.push_back(std::move(step));
+    m.bos = int32_t(v.bos);
+    m.eos = int32_t(v.eos);
+    if (v.add_bos && v.bos >= 0) m.prefix = {m.bos};
+}
+
+GgufVocab BpeTokenizer::gguf_vocab() const {
+    const Impl& m = *impl_;
+    if (m.splits.size() != 1 || m.splits[0].pattern != kLlama3Pattern || !m.ignore_merges)
+        throw Error(m.source +
+                    ": a GGUF stores byte-level BPE vocabularies with Llama 3's pre-tokenizer only "
+                    "(tokenizer.ggml.pre llama-bpe); this one has another");
+    if (m.prefix.size() > 1 || (m.prefix.size() == 1 && m.prefix[0] != m.bos))
+        throw Error(m.source + ": the post-processor adds tokens other than BOS; a GGUF cannot say so");
+    GgufVocab v;
+    v.model = "gpt2";
+    v.pre = "llama-bpe";
+    v.tokens = m.pieces;
+    v.types.assign(m.pieces.size(), kTokNormal);
+    for (size_t id = 0; id < m.pieces.size(); ++id)
+        if (m.pieces[id].empty())
+            throw Error(m.source + ": id " + std::to_string(id) + " has no token; a GGUF needs every id");
+    for (const SpecialToken& t : m.specials) v.types[size_t(t.id)] = kTokControl;
+    for (const SpecialToken& t : m.matched) v.types[size_t(t.id)] = kTokUserDefined;
+    std::vector<std::pair<int32_t, uint64_t>> ranked;
+    for (const auto& [key, merge] : m.merges) ranked.push_back({merge.rank, key});
+    std::sort(ranked.begin(), ranked.end());
+    for (const auto& [rank, key] : ranked)
+        v.merges.push_back(m.pieces[size_t(key >> 32)] + " " + m.pieces[size_t(uint32_t(key))]);
+    v.bos = m.bos;
+    v.eos = m.eos;
+    v.add_bos = !m.prefix.empty();
+    v.add_space_prefix = false;
+    return v;
 }
 
 BpeTokenizer::~BpeTokenizer() = default;
@@ -552,6 +593,9 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
 
 std::string BpeTokenizer::piece(int32_t id) const {
     return id >= 0 && id < vocab_size() ? impl_->pieces[size_t(id)] : "";
+}
+std::string BpeTokenizer::token_bytes(int32_t id) const {
+    return id >= 0 && id < vocab_size() ? impl_->bytes[size_t(id)] : "";
 }
 int32_t BpeTokenizer::piece_to_id(const std::string& piece) const { return impl_->lookup(piece); }
 int32_t BpeTokenizer::vocab_size() const { return int32_t(impl_->pieces.size()); }

@@ -34,6 +34,20 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
         throw Error(model_file.string() + ": not found or not a regular file (expected a SentencePiece tokenizer.model)");
     const auto status = sp_->Load(model_file.string());
     if (!status.ok()) throw Error(model_file.string() + ": not a SentencePiece model: " + reason(status));
+    bos_ = sp_->bos_id();
+    eos_ = sp_->eos_id();
+}
+
+SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_proto, const std::string& source, int32_t bos,
+                                               int32_t eos, bool add_bos)
+    : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()), bos_(bos), eos_(eos), add_bos_(add_bos) {
+    const auto status = sp_->LoadFromSerializedProto(model_proto);
+    if (!status.ok()) throw Error(source + ": not a SentencePiece vocabulary: " + reason(status));
+}
+
+std::string SentencePieceTokenizer::model_proto() const {
+    const auto bytes = sp_->serialized_model_proto();
+    return std::string(bytes.data(), bytes.size());
 }
 
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
@@ -62,13 +76,26 @@ std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids) cons
 }
 
 std::string SentencePieceTokenizer::piece(int32_t id) const { return sp_->IdToPiece(id); }
+std::string SentencePieceTokenizer::token_bytes(int32_t id) const {
+    if (id < 0 || id >= vocab_size() || sp_->IsControl(id) || sp_->IsUnknown(id) || sp_->IsUnused(id)) return "";
+    const std::string p = sp_->IdToPiece(id);
+    if (sp_->IsByte(id)) return std::string(1, char(std::stoi(p.substr(3, 2), nullptr, 16)));  // "<0x0A>"
+    std::string out;
+    for (size_t i = 0; i < p.size(); ++i) {
+        if (p.compare(i, 3, "\xE2\x96\x81") == 0) {  // U+2581 '▁' stands for a space
+            out += ' ';
+            i += 2;
+        } else {
+            out += p[i];
+        }
+    }
+    return out;
+}
 int32_t SentencePieceTokenizer::piece_to_id(const std::string& p) const {
     const int id = sp_->PieceToId(p);
     return id == sp_->unk_id() && p != sp_->IdToPiece(id) ? -1 : id;
 }
 int32_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize(); }
-int32_t SentencePieceTokenizer::bos_id() const { return sp_->bos_id(); }
-int32_t SentencePieceTokenizer::eos_id() const { return sp_->eos_id(); }
 
 std::vector<SpecialToken> SentencePieceTokenizer::special_tokens() const {
     std::vector<SpecialToken> v;

@@ -1,8 +1,10 @@
 #include "plainllama/tokenizer/tokenizer.h"
 
-#include "plainllama/tokenizer/bpe_tokenizer.h"
-#include "plainllama/tokenizer/sentencepiece_tokenizer.h"
+#include "plainllama/io/gguf.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/tokenizer/bpe_tokenizer.h"
+#include "plainllama/tokenizer/gguf_tokenizer.h"
+#include "plainllama/tokenizer/sentencepiece_tokenizer.h"
 
 namespace plainllama {
 
@@ -15,11 +17,17 @@ bool present(const std::filesystem::path& p) {
 }  // namespace
 
 bool has_tokenizer(const std::filesystem::path& dir) {
+    if (std::filesystem::path file; is_gguf_model(dir, &file)) return has_gguf_vocab(GgufFile(file));
     return present(dir / "tokenizer.model") || present(dir / "tokenizer.json");
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir) {
     namespace fs = std::filesystem;
+    if (fs::path file; is_gguf_model(dir, &file)) {
+        const GgufFile g(file);
+        if (!has_gguf_vocab(g)) throw Error(file.string() + ": no vocabulary ('tokenizer.ggml.model' is missing)");
+        return gguf_tokenizer(g);
+    }
     if (present(dir / "tokenizer.model")) return std::make_unique<SentencePieceTokenizer>(dir / "tokenizer.model");
     if (present(dir / "tokenizer.json")) {
         const fs::path config = dir / "tokenizer_config.json";

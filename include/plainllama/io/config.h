@@ -18,6 +18,9 @@ struct RopeScaling {
     double low_freq_factor = 1.0;                  // llama3 only
     double high_freq_factor = 4.0;                 // llama3 only
     int64_t original_max_position_embeddings = 0;  // llama3 only
+    // A GGUF's rope_freqs.weight (llama.cpp's form of Llama 3.1's scaling): inv_freq[i] /= freq_factors[i], before
+    // any linear factor. Empty when none.
+    std::vector<double> freq_factors;
 };
 
 struct LlamaConfig {

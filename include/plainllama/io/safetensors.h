@@ -41,6 +41,9 @@ class MappedFile {
     const uint8_t* data() const { return data_; }
     size_t size() const { return size_; }
     bool contains(const void* p) const { return p >= data_ && p < data_ + size_; }
+    // Drops the pages wholly inside [data, data + nbytes) from memory when they are in this mapping (a later read
+    // brings them back from the file).
+    void release(const void* data, size_t nbytes) const;
 
    private:
     const uint8_t* data_ = nullptr;
@@ -59,13 +62,21 @@ struct SafetensorsContents {
 SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& source,
                                       bool copy_unaligned = true);
 
-// All tensors of a model folder, by name.
+class GgufModel;
+
+// All tensors of a model folder, by name; or of a GGUF model, by the HF names the model layer gives them
+// (model/gguf_model.h).
 class Checkpoint {
    public:
     // dir/model.safetensors.index.json if present (every shard mapped, each tensor exactly once),
     // else dir/model.safetensors. read_data false: only the headers are read (no tensor is copied, see
     // parse_safetensors), so that no page of the weights is touched.
     explicit Checkpoint(const std::filesystem::path& dir, bool read_data = true);
+    // A GGUF model's tensors under HF names, with metadata as a saved quantized folder's (each quantized tensor's
+    // format under kQuantKey, weights.h).
+    Checkpoint(std::shared_ptr<const GgufModel> gguf, std::map<std::string, TensorView> tensors,
+               std::map<std::string, std::string> metadata);
+    const GgufModel* gguf() const { return gguf_.get(); }  // null for a safetensors folder
     const TensorView* find(const std::string& name) const;
     const std::map<std::string, TensorView>& tensors() const { return tensors_; }
     // Every file's __metadata__ entries (shards that disagree on a key are an error).
@@ -80,6 +91,7 @@ class Checkpoint {
     std::vector<SafetensorsContents> contents_;
     std::map<std::string, TensorView> tensors_;
     std::map<std::string, std::string> metadata_;
+    std::shared_ptr<const GgufModel> gguf_;
 };
 
 }  // namespace plainllama

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "plainllama/io/config.h"
@@ -20,8 +21,8 @@
 namespace plainllama {
 
 // A model folder's config, its checkpoint and the weights bound from it (every tensor present, by name, with the
-// shape the config implies), nothing packed. read_data false reads config.json and the safetensors headers only,
-// touching no page of the weights (`inspect`).
+// shape the config implies), nothing packed; or a GGUF model's (open_gguf_model). read_data false reads config.json
+// and the safetensors headers only, touching no page of the weights (`inspect`).
 struct ModelFiles {
     LlamaConfig config;
     std::unique_ptr<Checkpoint> checkpoint;
@@ -35,8 +36,9 @@ class Model {
 public:
     // Called while loading with the weight bytes repacked so far and the total.
     using Progress = std::function<void(size_t done, size_t total)>;
-    // dir: an HF folder with config.json and model.safetensors (or an index and shards). quant: the matrices'
-    // formats (quant_scheme.h), quantized from their float type while they are repacked.
+    // dir: an HF folder with config.json and model.safetensors (or an index and shards), or a GGUF model (a file,
+    // a split set, a folder holding one: gguf_model.h). quant: the matrices' formats (quant_scheme.h), quantized
+    // from their float type while they are repacked (a GGUF whose matrices are quantized takes none).
     explicit Model(const std::filesystem::path& dir, const Progress& progress = {},
                    QuantScheme quant = QuantScheme::none);
     const LlamaConfig& config() const { return config_; }
@@ -48,8 +50,10 @@ public:
     // embedding of an untied model, of which one row is read.
     size_t bytes_per_token() const { return bytes_per_token_; }
     QuantScheme quant() const { return quant_; }
+    // A GGUF's general.file_type as llama.cpp names it ("Q4_K_M"); empty for a folder.
+    const std::string& file_type() const { return file_type_; }
 
-private:
+   private:
     // Repacks every matrix matmul reads into its Weight::packed and drops its pages of the mapping, so that
     // memory stays about the file's size.
     void pack_weights(const Progress& progress);
@@ -60,6 +64,7 @@ private:
     ModelWeights weights_;
     std::unique_ptr<PackedWeights> packed_;  // the panels of weights_' matrices
     QuantScheme quant_ = QuantScheme::none;
+    std::string file_type_;
     size_t bytes_per_token_ = 0;
 };
 

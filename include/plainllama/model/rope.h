@@ -7,7 +7,8 @@
 namespace plainllama {
 
 // inv_freq[i] = rope_theta^(-2i/head_dim), i < head_dim/2, then scaled per rope_scaling:
-// "linear" divides by factor; "llama3" divides low frequencies by factor and blends the middle band.
+// freq_factors (a GGUF's rope_freqs.weight) divide each one; "linear" divides by factor; "llama3" divides low
+// frequencies by factor and blends the middle band.
 std::vector<double> rope_inv_freq(const LlamaConfig& c);
 
 // cos/sin tables for positions 0 .. n_pos-1: each [n_pos, head_dim/2], angle = pos * inv_freq[i].

@@ -18,7 +18,10 @@ struct Weight {
     const void* data = nullptr;
     DType dtype = DType::F32;  // U8 when stored quantized
     int64_t rows = 0, cols = 0;
-    QuantType quant = QuantType::none;  // stored quantized (a saved quantized folder): rows of blocks, [rows, row bytes]
+    QuantType quant = QuantType::none;  // stored quantized (a saved folder, a GGUF): rows of blocks, [rows, row bytes]
+    // Rows in llama.cpp's order for interleaved-pair RoPE (a GGUF's attn_q, attn_k), per head of rows / rope_heads
+    // rows (gguf_rope_row): put back in HF's order when packed. 0: HF's order.
+    int64_t rope_heads = 0;
     PackedMatrix packed;
 };
 
@@ -43,6 +46,7 @@ struct ModelWeights {
 
 struct TensorSpec {
     std::string name;            // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
+    std::string gguf_name;       // llama.cpp's, e.g. "blk.0.attn_q.weight"
     std::vector<int64_t> shape;  // row-major, as stored
     int64_t layer = -1;          // model.layers.<layer>, or -1 (embed_tokens, norm, lm_head)
     bool matrix = false;         // read by matmul: repacked into panels at load
@@ -50,7 +54,8 @@ struct TensorSpec {
     Weight ModelWeights::*model_field = nullptr;  // or .*model_field
 };
 
-// The one description of a checkpoint's tensors, from which binding, packing, `inspect` and `bench` are derived:
+// The one description of a checkpoint's tensors (HF folders and GGUF files alike), from which binding, packing,
+// `inspect` and `bench` are derived:
 // every tensor the model reads, in file order, with the shape the config implies (lm_head.weight only when not
 // tied: a tied lm_head is the embedding's tensor).
 std::vector<TensorSpec> llama_tensor_table(const LlamaConfig& c);
@@ -63,8 +68,9 @@ const Weight& weight_of(const ModelWeights& m, const TensorSpec& s);
 inline const std::string kQuantKey = "plainllama.quant:";
 inline const std::string kQuantSchemeKey = "plainllama.quant_scheme";
 
-// Binds every table entry by name, checking presence, dtype and shape (quantized tensors as their metadata says);
-// unknown tensors are an error. A tied model's lm_head.weight is bound when stored quantized.
+// Binds every table entry by name, checking presence, dtype and shape (quantized tensors as their metadata says: the
+// matrices and the embedding, which is gathered a row at a time); unknown tensors are an error. A tied model's
+// lm_head.weight is bound when stored quantized.
 ModelWeights bind_weights(const Checkpoint& ckpt, const LlamaConfig& c, const std::string& source);
 
 }  // namespace plainllama

@@ -53,8 +53,10 @@ TemplateKind parse_template_name(const std::string& name, const std::string& wha
 
 // What `auto` chooses from a model folder: its tokenizer_config.json's chat_template (a string, or a list
 // of {name, template} whose "default" or first entry is used), recognised by substrings:
-//   "<|start_header_id|>" -> llama3; "<|im_start|>" -> chatml; "<|user|>" without "<|end|>" -> zephyr; "[INST]" -> llama2;
-// no file or no chat_template -> raw; an unrecognised template -> raw with a warning.
+//   "<|start_header_id|>" -> llama3; "<|im_start|>" -> chatml; "<|user|>" without "<|end|>" -> zephyr; "[INST]" ->
+//   llama2;
+// no file or no chat_template -> raw; an unrecognised template -> raw with a warning. A GGUF model's
+// tokenizer.chat_template likewise.
 // Also reads bos_token/eos_token (a string or {"content": ...}) and add_bos_token when present; what is absent comes
 // from the tokenizer (its BOS and EOS, and whether it prepends BOS).
 struct TemplateChoice {
@@ -65,6 +67,9 @@ struct TemplateChoice {
     std::optional<bool> add_bos;
 };
 TemplateChoice detect_template(const std::filesystem::path& model_dir);
+// The model's chat template as written (tokenizer_config.json's chat_template as above, a GGUF's
+// tokenizer.chat_template), empty when none.
+std::string chat_template_text(const std::filesystem::path& model_dir);
 
 enum class Role { user, assistant };
 const char* role_name(Role r);  // "user", "assistant"

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "plainllama/io/gguf_vocab.h"
 #include "plainllama/tokenizer/tokenizer.h"
 
 namespace plainllama {
@@ -27,10 +28,13 @@ class BpeTokenizer : public Tokenizer {
    public:
     // tokenizer_config: tokenizer_config.json (bos_token, eos_token, add_bos_token), or empty when there is none.
     BpeTokenizer(const std::filesystem::path& tokenizer_json, const std::filesystem::path& tokenizer_config);
+    // From a GGUF's vocabulary (model "gpt2", pre-tokenizer "llama-bpe": gguf_vocab.h); `source` names it.
+    BpeTokenizer(const GgufVocab& vocab, const std::string& source);
     ~BpeTokenizer() override;
     std::vector<int32_t> encode(const std::string& text, bool add_bos) const override;
     std::string decode(const std::vector<int32_t>& ids) const override;
     std::string piece(int32_t id) const override;
+    std::string token_bytes(int32_t id) const override;
     int32_t piece_to_id(const std::string& piece) const override;
     int32_t vocab_size() const override;
     int32_t bos_id() const override;
@@ -38,6 +42,8 @@ class BpeTokenizer : public Tokenizer {
     bool add_bos() const override;
     std::string kind() const override { return "bpe"; }
     std::vector<SpecialToken> special_tokens() const override;  // the added tokens marked special
+    // The vocabulary as a GGUF stores it; Error when GGUF cannot (a pre-tokenizer other than Llama 3's).
+    GgufVocab gguf_vocab() const;
 
    private:
     struct Impl;

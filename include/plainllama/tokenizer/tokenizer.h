@@ -25,6 +25,10 @@ class Tokenizer {
     // vocabulary.
     virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
     virtual std::string piece(int32_t id) const = 0;                  // the vocabulary entry, as stored
+    // The bytes the token adds to a text that has text before it (SentencePiece's "▁" as a space, a byte piece as
+    // its byte; possibly part of a UTF-8 character). Empty for control and special tokens and ids outside the
+    // vocabulary: they stand for no text.
+    virtual std::string token_bytes(int32_t id) const = 0;
     virtual int32_t piece_to_id(const std::string& piece) const = 0;  // -1 when unknown
     virtual int32_t vocab_size() const = 0;
     virtual int32_t bos_id() const = 0;  // -1 when none
@@ -36,9 +40,10 @@ class Tokenizer {
 };
 
 // The tokenizer of a model folder: tokenizer.model (SentencePiece) when present, else tokenizer.json (with
-// tokenizer_config.json beside it when present); Error naming the folder when it has neither.
+// tokenizer_config.json beside it when present); Error naming the folder when it has neither. For a GGUF model
+// (io/gguf.h's is_gguf_model), its vocabulary (gguf_vocab.h).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir);
-// Whether the folder has a tokenizer file (present, even if it cannot be read).
+// Whether the folder has a tokenizer file (present, even if it cannot be read), or the GGUF a vocabulary.
 bool has_tokenizer(const std::filesystem::path& dir);
 
 // Streaming detokenizer: feed ids one at a time, get the new text. It decodes a short window of
