@@ -219,14 +219,15 @@ Run add_bench(CLI::App& app) {
         "the test left them), else one pass before the runs and one after each.\n"
         "With --json-schema or --grammar, each run then times -n whole decode steps twice, in turn: free\n"
         "(eval, greedy sampling) and constrained (eval, the grammar's mask, greedy sampling within it, the\n"
-        "grammar taking the token; a complete grammar starts again), from a new constraint each run.");
+        "grammar taking the token; a complete grammar starts again), from a new constraint each run, at depth 0.");
     return [o] {
         const int64_t P = o->n_prompt, N = o->n_gen;
         const std::shared_ptr<const Grammar> grammar = load_grammar(o->json_schema, o->grammar);
         std::vector<int64_t> depths = o->depths.empty() ? std::vector<int64_t>{0} : o->depths;
         std::sort(depths.begin(), depths.end());
         depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
-        const int64_t need = depths.back() + std::max(P, N);
+        // The grammar's runs decode -n tokens after a -p prompt from position 0.
+        const int64_t need = std::max(depths.back() + std::max(P, N), grammar ? P + N : int64_t(0));
         Loaded l = load(o->m);
         const LlamaConfig& c = l.model->config();
         const bool quiet = o->m.quiet;

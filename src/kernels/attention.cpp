@@ -25,8 +25,6 @@ constexpr int64_t kParallelAttention = kParallelWork / 16;
 // Decode splits each KV head's tiles into about this many items per thread, so that a thread that memory serves
 // faster takes more of them.
 constexpr int64_t kItemsPerThread = 4;
-constexpr int64_t kQ8Block = 32;
-constexpr size_t kQ8PanelBlock = 2 * kPanel + kQ8Block * kPanel;  // kv_cache.h: d[kPanel], q[32][kPanel]
 
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 int64_t n_tiles(int64_t keys) { return (keys + kKeyTile - 1) / kKeyTile; }
@@ -64,19 +62,10 @@ void prefetch(const void* p, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o, 0, 3);
 }
 
-size_t panel_bytes(const KvView& c) { return size_t(kPanel) * kv_row_bytes(c.type, c.head_dim); }
-const uint8_t* key_panel(const KvView& c, int64_t g, int64_t j) {  // the panel of key j of head g
-    return static_cast<const uint8_t*>(c.k) +
-           size_t(g * key_cache_positions(c.ctx) / kPanel + j / kPanel) * panel_bytes(c);
-}
-const uint8_t* value_row(const KvView& c, int64_t g, int64_t j) {
-    return static_cast<const uint8_t*>(c.v) + size_t(g * c.ctx + j) * kv_row_bytes(c.type, c.head_dim);
-}
-
 // Keys [a, a + nk) and their values of head g on their way into the caches.
 void prefetch_tile(const KvView& c, int64_t g, int64_t a, int64_t nk) {
-    prefetch(key_panel(c, g, a), size_t((nk + kPanel - 1) / kPanel) * panel_bytes(c));
-    prefetch(value_row(c, g, a), size_t(nk) * kv_row_bytes(c.type, c.head_dim));
+    prefetch(kv_key_panel(c, g, a), size_t((nk + kPanel - 1) / kPanel) * kv_panel_bytes(c));
+    prefetch(kv_value_row(c, g, a), size_t(nk) * kv_row_bytes(c.type, c.head_dim));
 }
 
 // out[r, :] (+)= x[r, :kc] W for rows r < rows, in register tiles of up to kMRMax rows: W [kc][ldw] f32 (or the
@@ -93,8 +82,8 @@ void rows_tiles(const isa::MicroTile<E>* tiles, float* out, int64_t ldo, const f
 // w.S[r, :nk] = Q[r] . key a + j, for the nk keys of the tile starting at a (a multiple of kKeyTile).
 void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk, int64_t rows, const Work& w) {
     const int64_t hd = c.head_dim, np = (nk + kPanel - 1) / kPanel;
-    const uint8_t* P = key_panel(c, g, a);
-    const size_t pb = panel_bytes(c);
+    const uint8_t* P = kv_key_panel(c, g, a);
+    const size_t pb = kv_panel_bytes(c);
     auto panel_out = [&](int64_t p) { return std::pair{w.S + p * kPanel, std::min<int64_t>(kPanel, nk - p * kPanel)}; };
     if (c.type == CacheType::f32 || (c.type == CacheType::f16 && rows <= ks.f16_direct_rows)) {
         for (int64_t p = 0; p < np; ++p) {
@@ -113,11 +102,11 @@ void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk
         ks.widen_f16(w.Kf, reinterpret_cast<const F16*>(P), np * kPanel * hd);
     } else {
         for (int64_t p = 0; p < np; ++p)
-            for (int64_t b = 0; b < hd / kQ8Block; ++b) {
-                const uint8_t* blk = P + p * pb + size_t(b) * kQ8PanelBlock;
+            for (int64_t b = 0; b < hd / kKvQ8Block; ++b) {
+                const uint8_t* blk = P + p * pb + size_t(b) * kKvQ8PanelBlock;
                 ks.widen_f16(w.d, reinterpret_cast<const F16*>(blk), kPanel);
-                ks.scale_i8_rows(w.Kf + (p * hd + b * kQ8Block) * kPanel,
-                                 reinterpret_cast<const int8_t*>(blk + 2 * kPanel), w.d, kQ8Block);
+                ks.scale_i8_rows(w.Kf + (p * hd + b * kKvQ8Block) * kPanel,
+                                 reinterpret_cast<const int8_t*>(blk + 2 * kPanel), w.d, kKvQ8Block);
             }
     }
     for (int64_t p = 0; p < np; ++p) {
@@ -155,7 +144,7 @@ void tile_state(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_
                              w.n[r] - shared, nr, true);
         }
     };
-    const uint8_t* V = value_row(c, g, a);
+    const uint8_t* V = kv_value_row(c, g, a);
     if (c.type == CacheType::f32) return pv(ks.tile_f32, reinterpret_cast<const float*>(V));
     if (c.type == CacheType::f16 && hd % kNR == 0 && rows <= ks.f16_direct_rows)
         return pv(ks.tile_f16, reinterpret_cast<const F16*>(V));

@@ -7,20 +7,6 @@
 
 namespace plainllama {
 
-namespace {
-constexpr int64_t kQ8Block = 32;                                  // dimensions per q8_0 block
-constexpr size_t kQ8PanelBlock = 2 * kPanel + kQ8Block * kPanel;  // d[kPanel] fp16, q[32][kPanel] int8: 1088 bytes
-
-size_t panel_bytes(const KvView& c) { return size_t(kPanel) * kv_row_bytes(c.type, c.head_dim); }
-// Key j of head g's panel.
-uint8_t* key_panel(const KvView& c, int64_t g, int64_t j) {
-    return static_cast<uint8_t*>(c.k) + size_t(g * key_cache_positions(c.ctx) / kPanel + j / kPanel) * panel_bytes(c);
-}
-uint8_t* value_row(const KvView& c, int64_t g, int64_t j) {
-    return static_cast<uint8_t*>(c.v) + size_t(g * c.ctx + j) * kv_row_bytes(c.type, c.head_dim);
-}
-}  // namespace
-
 const char* cache_type_name(CacheType t) {
     switch (t) {
         case CacheType::f32:
@@ -49,13 +35,13 @@ size_t kv_row_bytes(CacheType t, int64_t head_dim) {
         case CacheType::f16:
             return size_t(head_dim) * 2;
         case CacheType::q8_0:
-            return size_t(head_dim / kQ8Block) * quant_block_bytes(QuantType::q8_0);
+            return size_t(head_dim / kKvQ8Block) * quant_block_bytes(QuantType::q8_0);
     }
     return 0;
 }
 
 std::string cache_type_unsupported(CacheType t, int64_t head_dim) {
-    if (t == CacheType::q8_0 && head_dim % kQ8Block != 0)
+    if (t == CacheType::q8_0 && head_dim % kKvQ8Block != 0)
         return "q8_0 stores rows in blocks of 32 and this model's head_dim is " + std::to_string(head_dim);
     return "";
 }
@@ -73,7 +59,7 @@ void store_kv(const KvView& c, int64_t j, const float* k, const float* v) {
     const int64_t hd = c.head_dim, lane = j % kPanel;
     for (int64_t g = 0; g < c.n_kv_heads; ++g) {
         const float *kg = k + g * hd, *vg = v + g * hd;
-        uint8_t *P = key_panel(c, g, j), *V = value_row(c, g, j);
+        uint8_t *P = kv_key_panel(c, g, j), *V = kv_value_row(c, g, j);
         switch (c.type) {
             case CacheType::f32: {
                 auto* dst = reinterpret_cast<float*>(P);
@@ -91,12 +77,12 @@ void store_kv(const KvView& c, int64_t j, const float* k, const float* v) {
                 break;
             }
             case CacheType::q8_0: {  // the key's row as llama.cpp's blocks, then scattered into the panel's lanes
-                uint8_t row[kQ8Block + 2];
-                for (int64_t b = 0; b < hd / kQ8Block; ++b) {
-                    quantize_row(QuantType::q8_0, kg + b * kQ8Block, row, kQ8Block);
-                    uint8_t* blk = P + size_t(b) * kQ8PanelBlock;
+                uint8_t row[kKvQ8Block + 2];
+                for (int64_t b = 0; b < hd / kKvQ8Block; ++b) {
+                    quantize_row(QuantType::q8_0, kg + b * kKvQ8Block, row, kKvQ8Block);
+                    uint8_t* blk = P + size_t(b) * kKvQ8PanelBlock;
                     std::memcpy(blk + 2 * lane, row, 2);
-                    for (int64_t i = 0; i < kQ8Block; ++i) blk[2 * kPanel + i * kPanel + lane] = row[2 + i];
+                    for (int64_t i = 0; i < kKvQ8Block; ++i) blk[2 * kPanel + i * kPanel + lane] = row[2 + i];
                 }
                 quantize_row(QuantType::q8_0, vg, V, hd);
                 break;
@@ -107,7 +93,7 @@ void store_kv(const KvView& c, int64_t j, const float* k, const float* v) {
 
 void load_key(const KvView& c, int64_t g, int64_t j, float* k) {
     const int64_t hd = c.head_dim, lane = j % kPanel;
-    const uint8_t* P = key_panel(c, g, j);
+    const uint8_t* P = kv_key_panel(c, g, j);
     switch (c.type) {
         case CacheType::f32:
             for (int64_t i = 0; i < hd; ++i) k[i] = reinterpret_cast<const float*>(P)[i * kPanel + lane];
@@ -116,12 +102,12 @@ void load_key(const KvView& c, int64_t g, int64_t j, float* k) {
             for (int64_t i = 0; i < hd; ++i) k[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(P)[i * kPanel + lane]);
             return;
         case CacheType::q8_0:
-            for (int64_t b = 0; b < hd / kQ8Block; ++b) {
-                const uint8_t* blk = P + size_t(b) * kQ8PanelBlock;
+            for (int64_t b = 0; b < hd / kKvQ8Block; ++b) {
+                const uint8_t* blk = P + size_t(b) * kKvQ8PanelBlock;
                 uint16_t d;
                 std::memcpy(&d, blk + 2 * lane, 2);
-                for (int64_t i = 0; i < kQ8Block; ++i)
-                    k[b * kQ8Block + i] = float(int8_t(blk[2 * kPanel + i * kPanel + lane])) * f16_to_f32(d);
+                for (int64_t i = 0; i < kKvQ8Block; ++i)
+                    k[b * kKvQ8Block + i] = float(int8_t(blk[2 * kPanel + i * kPanel + lane])) * f16_to_f32(d);
             }
             return;
     }
@@ -129,7 +115,7 @@ void load_key(const KvView& c, int64_t g, int64_t j, float* k) {
 
 void load_value(const KvView& c, int64_t g, int64_t j, float* v) {
     const int64_t hd = c.head_dim;
-    const uint8_t* V = value_row(c, g, j);
+    const uint8_t* V = kv_value_row(c, g, j);
     switch (c.type) {
         case CacheType::f32:
             std::memcpy(v, V, size_t(hd) * 4);

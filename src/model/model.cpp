@@ -194,9 +194,9 @@ std::string gib(uint64_t bytes) {
     return std::to_string(bytes >> 30) + "." + std::to_string((bytes >> 20 & 1023) * 10 / 1024) + " GiB";
 }
 
-// The line refusing a KV cache of `need` bytes where `avail` are available: the largest -c that fits with this type,
-// and the smaller types that fit at this -c.
-std::string refusal(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq, uint64_t need, uint64_t avail) {
+}  // namespace
+
+std::string kv_cache_refusal(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq, uint64_t need, uint64_t avail) {
     std::string s = "-c " + std::to_string(n_ctx) + " with --cache-type " + cache_type_name(t) +
                     ": the KV cache needs " + gib(need) + " (" + std::to_string(kv_bytes_per_position(c, t)) +
                     " bytes per position" + (n_seq > 1 ? " x " + std::to_string(n_seq) + " sequences" : "") +
@@ -214,8 +214,6 @@ std::string refusal(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq,
         }
     return s + (fits.empty() ? "; no context fits" : "; " + fits + " would fit");
 }
-
-}  // namespace
 
 size_t kv_bytes_per_position(const LlamaConfig& c, CacheType t) {
     return size_t(c.num_hidden_layers) * 2 * size_t(c.num_key_value_heads) * kv_row_bytes(t, c.head_dim);
@@ -273,7 +271,7 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
     // pages are touched.
     const uint64_t avail = available_memory_bytes();
     if (avail > 0 && kv_bytes_ > avail)
-        throw Error(refusal(c, cache_type_, n_ctx_, p.n_seq, kv_bytes_, avail));
+        throw Error(kv_cache_refusal(c, cache_type_, n_ctx_, p.n_seq, kv_bytes_, avail));
     kv_alloc_.reset(static_cast<uint8_t*>(std::calloc(kv_bytes_ + 64, 1)));
     if (!kv_alloc_) throw Error("out of memory allocating the KV cache (" + gib(kv_bytes_) + ")");
     kv_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(kv_alloc_.get()) + 63) & ~uintptr_t(63));

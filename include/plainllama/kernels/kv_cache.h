@@ -38,6 +38,18 @@ struct KvView {
 int64_t key_cache_positions(int64_t ctx);  // ctx rounded up to a whole panel
 size_t key_cache_bytes(CacheType t, int64_t n_kv_heads, int64_t head_dim, int64_t ctx);
 size_t value_cache_bytes(CacheType t, int64_t n_kv_heads, int64_t head_dim, int64_t ctx);
+constexpr int64_t kKvQ8Block = 32;  // dimensions per q8_0 block
+constexpr size_t kKvQ8PanelBlock =
+    2 * kPanel + kKvQ8Block * kPanel;  // a key panel's q8_0 block: d[kPanel], q[32][kPanel]
+inline size_t kv_panel_bytes(const KvView& c) { return size_t(kPanel) * kv_row_bytes(c.type, c.head_dim); }
+// The panel holding key j of KV head g, and the row of value j of head g.
+inline uint8_t* kv_key_panel(const KvView& c, int64_t g, int64_t j) {
+    return static_cast<uint8_t*>(c.k) +
+           size_t(g * key_cache_positions(c.ctx) / kPanel + j / kPanel) * kv_panel_bytes(c);
+}
+inline uint8_t* kv_value_row(const KvView& c, int64_t g, int64_t j) {
+    return static_cast<uint8_t*>(c.v) + size_t(g * c.ctx + j) * kv_row_bytes(c.type, c.head_dim);
+}
 // Position j of every KV head: k, v [n_kv_heads, head_dim], rounded to the cache's type.
 void store_kv(const KvView& c, int64_t j, const float* k, const float* v);
 // What the cache holds at position j of KV head g, as f32 [head_dim] (tests).

@@ -84,6 +84,10 @@ struct ContextParams {
 // Bytes of KV cache one position takes (every layer's K and V), and a whole cache of n_ctx positions per sequence.
 size_t kv_bytes_per_position(const LlamaConfig& c, CacheType t);
 size_t kv_cache_bytes(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq = 1);
+// The line refusing a KV cache of `need` bytes where `avail` are available: the bytes of both, the largest -c (a
+// multiple of 256) that fits with this type, and a smaller type that fits at this -c.
+std::string kv_cache_refusal(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq, uint64_t need,
+                             uint64_t avail);
 // Bytes of memory a new allocation can take now: MemAvailable + SwapFree (/proc/meminfo); 0 when unknown.
 uint64_t available_memory_bytes();
 
