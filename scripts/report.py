@@ -361,7 +361,7 @@ def plan(args):
     """The settings of this run, the GGUF files to make, and its steps with their estimated seconds."""
     q = args.quick
     s = {
-        "p": 64 if q else 128, "n": 16 if q else 32, "reps": 2 if q else 3,
+        "p": 64 if q else 128, "n": 16 if q else 32, "reps": 2,
         "depths": args.depths or ([0, 128] if q else [0, 512]),
         "ppl_ctx": 256, "ppl_chunks": 8 if q else 40,
         "requests_per_stream": 2 if q else 4, "max_tokens": 16 if q else 48,
@@ -467,6 +467,9 @@ def measure(args, tmp):
             prog.step()
             bench_gguf(g, "gguf " + f.upper(), f"GGUF {f.upper()}")
             os.remove(g)
+    elif speed_model.endswith(".gguf"):  # a GGUF file is its own one format
+        if speed_model not in s["speed_ggufs"]:
+            bench_gguf(speed_model, gguf_format(speed_model), os.path.basename(speed_model))
     else:
         for f in args.formats:
             prog.start(f"speed {f}")
@@ -751,7 +754,11 @@ def write_report(rep, out):
         md += ["## Speed", "",
                f"`plainllama bench` on {rep['speed_model']}: pp{s['p']} and tg{s['n']}, {s['reps']} runs each, at "
                f"each depth (tokens already in the cache). tg's share is of the read bandwidth measured in the same "
-               f"run; pp's of the FMA peak measured in the same run.", ""]
+               f"run; pp's of the FMA peak measured in the same run (quantized formats multiply in 8-bit integers "
+               f"and BF16 in pairs, so their pp share of the f32 peak may pass 100%; so may tg's for a model that "
+               f"fits in the caches)."
+               + (" Each format is a GGUF file that `plainllama quantize` wrote from it, the same file through "
+                  "llama-bench." if s.get("make_ggufs") else ""), ""]
         rows = []
         for r in rep["speed"]:
             rows.append([r["engine"], r["format"], r["threads"], r["depth"], num(r.get("pp_tok_s")), num(r.get("pp_stdev")),
