@@ -379,22 +379,25 @@ def plan(args):
         s["small_ggufs"], s["make_ggufs"] = small, make
     else:
         s["speed_ggufs"], s["small_ggufs"], s["make_ggufs"] = [], [], False
-    bench_s = 6 if q else (50 if big else 20)  # one plainllama bench (llama-bench: about the same)
+    # one plainllama bench (its read bandwidth passes after every token of a model beyond the caches take about as
+    # long as the tokens) and one llama-bench, on an idle 2-core machine
+    bench_s = 6 if q else (60 if big else 20)
+    llama_bench_s = 4 if q else (30 if big else 10)
     steps = []
     if big:
         steps.append(("synthetic TinyLlama-shaped model", 60))
     if s["make_ggufs"]:
         for f in args.formats:
-            steps.append((f"GGUF {f.upper()}", 25 if big else 5))
+            steps.append((f"GGUF {f.upper()}", 20 if big else 5))
             steps.append((f"speed GGUF {f.upper()}", bench_s))
-            steps.append((f"llama-bench GGUF {f.upper()}", bench_s))
+            steps.append((f"llama-bench GGUF {f.upper()}", llama_bench_s))
     else:
         for f in args.formats:
             steps.append((f"speed {f}", bench_s + (15 if big and f == "bf16" else 0)))
     for g in s["speed_ggufs"]:
         steps.append((f"speed {os.path.basename(g)}", 6 if q else 20))
         if args.llama_cpp:
-            steps.append((f"llama-bench {os.path.basename(g)}", 6 if q else 20))
+            steps.append((f"llama-bench {os.path.basename(g)}", 4 if q else 10))
     for f in args.formats:
         steps.append((f"accuracy {f}", 3 if q else 8))
     for g in s["small_ggufs"] if args.llama_cpp else []:
@@ -422,8 +425,8 @@ def measure(args, tmp):
     s, steps = plan(args)
     if not args.quick:
         est = sum(x for _, x in steps)
-        print(f"report.py: {len(steps)} steps, about {max(1, round(est / 60))} minutes on a 2-core machine",
-              file=sys.stderr)
+        print(f"report.py: {len(steps)} steps, about {max(1, round(est / 60))} minutes on an idle 2-core machine "
+              "(longer when other work shares it)", file=sys.stderr)
     prog = Progress(steps)
     rep = {"settings": s, "speed": [], "accuracy": [], "serving": [], "notes": []}
 
