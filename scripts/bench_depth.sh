@@ -6,7 +6,8 @@
 # Usage: scripts/bench_depth.sh MODEL_DIR [GGUF] [-- extra flags for both]
 #   env: DEPTHS="0 1024 4096 8064"  TYPES="f32 f16 q8_0"  ROUNDS=2  THREADS=2  P=128  N=32  REPS=2
 #        LLAMA_BENCH=/tmp/llama.cpp/build/bin/llama-bench  PLAINLLAMA=build/plainllama
-# llama-bench runs with -fa 1 (its flash attention: the only way it takes a q8_0 V cache) and -ctk/-ctv of the type.
+# llama-bench runs with -fa 1 (its flash attention: the only way it takes a q8_0 V cache) and -ctk/-ctv of the type;
+# it refuses -ctk f32, so f32 rows are ours alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:?usage: scripts/bench_depth.sh MODEL_DIR [GGUF]}
@@ -33,7 +34,7 @@ for d in j["depths"]:
     print(f"| {sys.argv[1]} | plainllama | {j[\"cache_type\"]} | {d[\"depth\"]} | {d[\"pp\"][\"tok_s\"]:.2f} | "
           f"{d[\"tg\"][\"tok_s\"]:.2f} | {d[\"bandwidth_gb_s\"]:.1f} | {100 * share:.0f}% |")
 ' "$r"
-    if [[ -n $gguf ]]; then
+    if [[ -n $gguf && $t != f32 ]]; then  # llama-bench refuses -ctk f32
       "$LLAMA_BENCH" -m "$gguf" -t "$THREADS" -p "$P" -n "$N" -r "$REPS" -d "$ldepths" -fa 1 -ctk "$t" -ctv "$t" \
         -o json 2>/dev/null | /usr/bin/python3 -c '
 import json, sys

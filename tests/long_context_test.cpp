@@ -1,9 +1,13 @@
 // Long contexts: what the KV cache types cost in accuracy (perplexity against the f32 cache, on a folder and on a GGUF
-// file), which type a context takes without --cache-type, and the line refusing a cache the memory cannot hold.
+// file), which type a context takes without --cache-type, decode against prefill in each type, and the line refusing a
+// cache the memory cannot hold.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "plainllama/model/model.h"
 #include "test_util.h"
@@ -64,6 +68,71 @@ TEST(KvCacheType, F16ByDefaultF32WhenExact) {
     EXPECT_EQ(Context(model, exact).cache_type(), CacheType::f16);
 }
 
+// Logits [ids.size(), vocab] of one batched eval, and of one eval per token from `from` on.
+std::vector<float> prefill_logits(Context& ctx, const std::vector<int32_t>& ids) {
+    const float* p = ctx.eval(ids, true);
+    return std::vector<float>(p, p + ids.size() * size_t(ctx.model().config().vocab_size));
+}
+std::vector<float> decode_one_by_one(Context& ctx, const std::vector<int32_t>& ids, size_t from) {
+    const size_t V = size_t(ctx.model().config().vocab_size);
+    std::vector<float> out;
+    for (size_t i = from; i < ids.size(); ++i) {
+        const float* p = ctx.eval(&ids[i], 1);
+        out.insert(out.end(), p, p + V);
+    }
+    return out;
+}
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double m = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+    return m;
+}
+constexpr double kDecodeVsPrefill = 0.0;  // bit for bit
+
+// Run once per kernel variant this CPU supports.
+class KvCacheTypes : public test::EveryKernel {};
+
+// Within one cache type, decode equals prefill bit for bit: both store the same rounded K and V and read them in the
+// same order (kv_cache.h, attention.h), also across tiles of keys (stories260K: 270 positions, two tiles) and with
+// prompts split into batches that end inside a tile. tinystories3M (head_dim 32) takes q8_0 too.
+TEST_P(KvCacheTypes, DecodeMatchesPrefillForEveryCacheType) {
+    struct Case {
+        const char* folder;
+        int64_t n;
+    };
+    for (const Case& cs : {Case{"tinystories3M", 100}, Case{"stories260K", 270}})
+        for (CacheType type : {CacheType::f32, CacheType::f16, CacheType::q8_0}) {
+            Model model(test::model_dir(cs.folder));
+            if (!cache_type_unsupported(type, model.config().head_dim).empty()) continue;
+            std::vector<int32_t> ids(static_cast<size_t>(cs.n));
+            for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((7 * i + 3) % size_t(model.config().vocab_size));
+            ContextParams p;
+            p.cache_type = type;
+            Context ctx(model, p);
+            EXPECT_EQ(ctx.cache_type(), type);
+            const std::vector<float> prefill = prefill_logits(ctx, ids);
+            Context dec(model, p);
+            EXPECT_EQ(max_abs_diff(decode_one_by_one(dec, ids, 0), prefill), kDecodeVsPrefill)
+                << cs.folder << " " << cache_type_name(type);
+            p.n_batch = 93;
+            Context split(model, p);
+            EXPECT_EQ(max_abs_diff(prefill_logits(split, ids), prefill), kDecodeVsPrefill)
+                << cs.folder << " " << cache_type_name(type) << " n_batch 93";
+            // and the rounding does something: f16 and q8_0 differ from f32 somewhere, but not by much
+            if (type != CacheType::f32) {
+                ContextParams pf;
+                pf.cache_type = CacheType::f32;
+                Context f32(model, pf);
+                const double d = max_abs_diff(prefill_logits(f32, ids), prefill);
+                EXPECT_GT(d, 0.0) << cs.folder << " " << cache_type_name(type);
+                EXPECT_LT(d, 0.5) << cs.folder << " " << cache_type_name(type);
+                std::printf("%s %s: logits differ from the f32 cache's by %.3g at most\n", cs.folder,
+                            cache_type_name(type), d);
+            }
+        }
+}
+
 // The Llama-3.2-1B shape: 16 layers, 8 KV heads of 64, so a position takes 64 KiB in f32, 32 KiB in f16 and 17 KiB
 // in q8_0 (every layer's K and V).
 LlamaConfig llama32_1b() {
@@ -104,6 +173,8 @@ TEST(KvCacheRefusal, NamesTheBytesAndWhatWouldFit) {
         EXPECT_TRUE(HasSubstr(s, "; -c 3072 would fit")) << s;
     }
 }
+
+PL_FOR_EVERY_KERNEL(KvCacheTypes);
 
 }  // namespace long_context_test
 }  // namespace plainllama
