@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "plainllama/io/dtype.h"
+#include "plainllama/bench/fma_peak.h"
 #include "plainllama/bench/read_bandwidth.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 #include "plainllama/sys/threads.h"
+#include "plainllama/io/config.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -88,6 +90,17 @@ TEST(BenchCli, JsonHasEveryKeyWithSaneValues) {
         sum += p;
     }
     EXPECT_NEAR(bw, sum / 3, 1e-9 * sum);
+    // The FMA peak of the run's one thread, and pp's operations per token: a multiply-add per weight of the layers'
+    // matrices (q, o 64 x 64; k, v 32 x 64; gate, up, down 172 x 64; five layers), the output projection (512 x 64)
+    // once for the eight prompt tokens, attention over 4.5 positions on average (5 layers x 8 heads x 8 dims x 4).
+    EXPECT_EQ(j["fma_peak_threads"], 1);
+    const double peak = j["fma_peak_gflops"].get<double>();
+    EXPECT_TRUE(std::isfinite(peak) && peak > 0) << peak;
+    EXPECT_GT(j["fma_peak_thread_gflops"].get<double>(), 0);
+    const double flops =
+        2.0 * 5 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) + 4.0 * 5 * 8 * 8 * 4.5 + 2.0 * 512 * 64 / 8;
+    EXPECT_EQ(j["depths"][0]["pp_flops_per_token"].get<double>(), flops);
+    EXPECT_NEAR(j["pp"]["gflops"].get<double>(), flops * j["pp"]["tok_s"].get<double>() / 1e9, 1e-9);
     // The best kernels this CPU runs.
     EXPECT_EQ(j["kernels"], kernel_variants().front());
     EXPECT_EQ(j["tuning"], tuning_name(cpu_tuning()));
@@ -190,6 +203,43 @@ TEST(BenchCli, TableHasPpAndTgRows) {
 }
 
 // Invalid input: one line on stderr, exit 2 for usage, 1 for runtime; nothing on stdout.
+// -d: pp and tg after that many tokens in the cache, one entry per depth (sorted, each once), the top-level pp and tg
+// the shallowest's; a token's bytes count the cache it reads at that depth in the cache's type.
+TEST(BenchCli, DepthsEachGetTheirOwnResultsAndCacheBytes) {
+    struct Case {
+        const char* folder;
+        const char* type;
+        double row_bytes;  // one position's K (or V) row of one KV head
+    };
+    for (const Case& cs : {Case{"stories260K", "f16", 8 * 2}, Case{"stories260K", "f32", 8 * 4},
+                           Case{"tinystories3M", "q8_0", 34}}) {
+        SCOPED_TRACE(cs.type);
+        const auto j = bench_json(model_dir(cs.folder), {"-d", "200", "-d", "0", "-d", "200",
+                                                         "--cache-type", cs.type});
+        EXPECT_EQ(j["cache_type"], cs.type);
+        const LlamaConfig c = load_config(model_dir(cs.folder) / "config.json");
+        const double kv_per_pos = double(c.num_hidden_layers * 2 * c.num_key_value_heads) * cs.row_bytes;
+        EXPECT_EQ(j["kv_bytes_per_position"].get<double>(), kv_per_pos);
+        EXPECT_EQ(j["n_ctx"], 208);  // the deepest -d + the larger of -p and -n
+        ASSERT_EQ(j["depths"].size(), 2u) << j.dump();
+        const double weights = j["bytes_per_token"].get<double>();
+        for (size_t i = 0; i < 2; ++i) {
+            const auto& d = j["depths"][i];
+            const int64_t depth = i == 0 ? 0 : 200;
+            EXPECT_EQ(d["depth"], depth);
+            EXPECT_EQ(d["bytes_per_token"].get<double>(), weights + kv_per_pos * (double(depth) + 2.5));
+            EXPECT_EQ(d["pp"]["n"], 8);
+            EXPECT_EQ(d["tg"]["n"], 4);
+            for (const char* t : {"pp", "tg"}) EXPECT_GT(d[t]["tok_s"].get<double>(), 0) << t;
+            EXPECT_NEAR(d["tg"]["gb_s"].get<double>(),
+                        d["tg"]["tok_s"].get<double>() * d["bytes_per_token"].get<double>() / 1e9, 1e-9);
+            EXPECT_GT(d["bandwidth_gb_s"].get<double>(), 0);
+        }
+        EXPECT_EQ(j["pp"], j["depths"][0]["pp"]);
+        EXPECT_EQ(j["tg"], j["depths"][0]["tg"]);
+    }
+}
+
 TEST(BenchCli, InvalidFlags) {
     const std::string m = model_dir().string();
     const std::vector<std::pair<std::vector<std::string>, int>> cases = {
@@ -199,8 +249,13 @@ TEST(BenchCli, InvalidFlags) {
         {{"bench", "-m", m, "-r", "0"}, 2},
         {{"bench", "-m", m, "-r", "x"}, 2},
         {{"bench", "-m", m, "-t", "0"}, 2},
-        {{"bench", "-m", m, "-p", "500", "-n", "100"}, 2},  // beyond max_position_embeddings 512
-        {{"bench", "-m", m, "-p", "10", "-n", "10", "-c", "19"}, 2},
+        {{"bench", "-m", m, "-p", "600", "-n", "100"}, 2},  // beyond max_position_embeddings 512
+        {{"bench", "-m", m, "-p", "10", "-n", "12", "-c", "11"}, 2},
+        {{"bench", "-m", m, "-p", "10", "-n", "10", "-d", "100", "-c", "109"}, 2},
+        {{"bench", "-m", m, "-p", "10", "-n", "10", "-d", "503"}, 2},  // 503 + 10 > 512
+        {{"bench", "-m", m, "-d", "-1"}, 2},
+        {{"bench", "-m", m, "--cache-type", "q4_0"}, 2},
+        {{"bench", "-m", m, "--cache-type", "q8_0"}, 2},  // head_dim 8: not blocks of 32
         {{"bench", "-m", m, "--bogus"}, 2},
         {{"bench", "-m", "/nonexistent/model", "-p", "4", "-n", "2", "-r", "1"}, 1},
     };
@@ -212,6 +267,21 @@ TEST(BenchCli, InvalidFlags) {
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << joined << "\n" << r.err;
         EXPECT_EQ(r.err.rfind("plainllama: error: ", 0), 0u) << joined << "\n" << r.err;
         EXPECT_EQ(r.out, "") << joined;
+    }
+}
+
+// Every kernel variant's multiply-add chains, on one and on two threads: a finite positive rate; on the two at once, the
+// team's thread count.
+TEST(FmaPeak, EveryVariantGivesFinitePositive) {
+    for (const std::string& v : kernel_variants()) {
+        const test::UseKernels kernels(v);
+        for (int threads : {1, 2}) {
+            Threads scope(threads);
+            const FmaPeak p = measure_fma_peak(0.002);
+            EXPECT_EQ(p.threads, threads) << v;
+            EXPECT_TRUE(std::isfinite(p.gflops) && p.gflops > 0) << v << " " << p.gflops;
+            EXPECT_TRUE(std::isfinite(p.thread_gflops) && p.thread_gflops > 0) << v << " " << p.thread_gflops;
+        }
     }
 }
 

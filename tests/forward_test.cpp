@@ -32,7 +32,9 @@ TEST_P(Forward, LogitsMatchFloat64Reference) {
     const auto ref = read_json(shared_dir() / "reference/stories260K/logits.json");
     const auto ids = ids_of(ref["ids"]);
     Model model(model_dir());
-    Context ctx(model);
+    ContextParams f32;  // the reference's K and V are unrounded
+    f32.cache_type = CacheType::f32;
+    Context ctx(model, f32);
     const float* logits = ctx.eval(ids, /*all_logits=*/true);
     const int64_t V = model.config().vocab_size;
     double worst = 0;
@@ -49,7 +51,9 @@ TEST_P(Forward, LogitsMatchFloat64Reference) {
 TEST_P(Forward, GreedyMatchesLlama2c) {
     const auto ref = read_json(shared_dir() / "reference/stories260K/greedy.json");
     Model model(model_dir());
-    Context ctx(model);
+    ContextParams f32;  // llama2.c's cache is f32
+    f32.cache_type = CacheType::f32;
+    Context ctx(model, f32);
     for (const auto& c : ref["cases"]) {
         const auto prompt = ids_of(c["prompt_ids"]);
         const auto expected = ids_of(c["sequence"]);

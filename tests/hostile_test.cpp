@@ -542,7 +542,8 @@ void make_huge_context_model(const fs::path& dir) {
 
 // A KV cache the machine cannot hold is reported, with its size, before anything is allocated: not a crash,
 // not an OOM kill after touching the memory of an overcommitted allocation. The size is the whole cache. Without -c
-// the cache is the default 4096 positions (1 GiB here), which fits.
+// the cache is the default 4096 positions (1 GiB here in f32), which fits. The line names the bytes needed and
+// available, and a -c that would fit.
 TEST(HostileMemory, KvCacheTooLargeIsReportedWithItsSize) {
     TempDir tmp;
     make_huge_context_model(tmp / "m");
@@ -562,9 +563,16 @@ TEST(HostileMemory, KvCacheTooLargeIsReportedWithItsSize) {
     }
     {
         std::vector<std::string> huge = args;
-        huge.insert(huge.end(), {"-c", "16777216"});
+        huge.insert(huge.end(), {"-c", "16777216", "--cache-type", "f32"});
         const RunResult r = run_limited(huge, limit);
-        EXPECT_TRUE(one_error(r, {"KV cache"}, 1));
+        EXPECT_TRUE(one_error(r, {"KV cache", "available", "-c 16777216", "--cache-type f32"}, 1));
+        // what would fit: a smaller -c (the default 4096 does)
+        EXPECT_NE(r.err.find(" would fit"), std::string::npos) << r.err;
+        const size_t at = r.err.find("; -c ");
+        ASSERT_NE(at, std::string::npos) << r.err;
+        const long fits = std::stol(r.err.substr(at + 5));
+        EXPECT_GE(fits, 4096) << r.err;
+        EXPECT_LT(fits, 16777216) << r.err;
         // 2^42 bytes, in any of the usual units.
         bool sized = false;
         for (const char* s : {"4398046511104 bytes", "4194304 MiB", "4096 GiB", "4096.0 GiB", "4.0 TiB", "4 TiB",

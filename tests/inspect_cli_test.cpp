@@ -221,6 +221,34 @@ TEST(InspectCli, QuantShowsEachMatrixFormatAndTheBytesLoaded) {
     EXPECT_EQ(n["n_loaded_bytes"], n["n_bytes"]);
 }
 
+// The KV cache's bytes per token in each type that fits the model's head_dim (stories260K's 8: no q8_0), and at the
+// default and the largest context; the text lists the same.
+TEST(InspectCli, ShowsKvCacheBytesPerTokenPerCacheType) {
+    struct Case {
+        const char* folder;
+        std::vector<std::pair<std::string, double>> types;  // name, bytes of one K or V row of one head
+    };
+    for (const Case& cs : {Case{"stories260K", {{"f32", 8 * 4}, {"f16", 8 * 2}}},
+                           Case{"tinystories3M", {{"f32", 32 * 4}, {"f16", 32 * 2}, {"q8_0", 34}}}}) {
+        SCOPED_TRACE(cs.folder);
+        const LlamaConfig c = load_config(model_dir(cs.folder) / "config.json");
+        const auto r = test::run_binary({"inspect", "--json", "-m", model_dir(cs.folder).string()});
+        ASSERT_EQ(r.status, 0) << r.err;
+        const auto kv = nlohmann::json::parse(r.out)["kv_cache"];
+        ASSERT_EQ(kv.size(), cs.types.size()) << kv.dump();
+        for (size_t i = 0; i < kv.size(); ++i) {
+            const double per_token = double(c.num_hidden_layers * 2 * c.num_key_value_heads) * cs.types[i].second;
+            EXPECT_EQ(kv[i]["cache_type"], cs.types[i].first);
+            EXPECT_EQ(kv[i]["bytes_per_token"].get<double>(), per_token);
+            EXPECT_EQ(kv[i]["bytes_at_max_position_embeddings"].get<double>(),
+                      per_token * double(c.max_position_embeddings));
+        }
+        const auto text = test::run_binary({"inspect", "-m", model_dir(cs.folder).string()});
+        EXPECT_TRUE(HasSubstr(text.out, "KV cache (--cache-type): bytes per token"));
+        EXPECT_TRUE(HasSubstr(text.out, "\n  f16 "));
+    }
+}
+
 TEST(InspectCli, MissingFolder) {
     TempDir tmp;
     const auto r = test::run_binary({"inspect", "-m", (tmp / "nope").string()});

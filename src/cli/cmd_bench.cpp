@@ -9,8 +9,9 @@
 
 #include "commands.h"
 #include "common.h"
-#include "plainllama/kernels/kernels.h"
+#include "plainllama/bench/fma_peak.h"
 #include "plainllama/bench/read_bandwidth.h"
+#include "plainllama/kernels/kernels.h"
 #include "plainllama/run/grammar_constraint.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
@@ -181,19 +182,24 @@ Run add_bench(CLI::App& app) {
     struct Opts {
         ModelOpts m;
         int64_t n_prompt = 128, n_gen = 32;
+        std::vector<int64_t> depths;
         int runs = 5;
         bool json = false;
         std::string json_schema, grammar;
     };
     auto o = std::make_shared<Opts>();
     add_model_options(cmd, o->m);
-    cmd->get_option("-c")->description("Context size in tokens (default: -p + -n)");
+    cmd->get_option("-c")->description("Context size in tokens (default: the deepest -d + the larger of -p and -n)");
     cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens per pp run (random ids)")
         ->transform(int_range(1, int64_t(1) << 24))
         ->capture_default_str();
-    cmd->add_option("-n,--n-gen", o->n_gen, "Tokens generated one at a time per tg run, after the prompt")
+    cmd->add_option("-n,--n-gen", o->n_gen, "Tokens generated one at a time per tg run")
         ->transform(int_range(1, int64_t(1) << 24))
         ->capture_default_str();
+    cmd->add_option("-d,--n-depth", o->depths,
+                    "Tokens already in the cache before each pp and tg run (repeatable, as llama-bench's; default 0)")
+        ->transform(int_range(0, int64_t(1) << 24))
+        ->take_all();
     cmd->add_option("-r,--repetitions", o->runs, "Runs of each test (mean ± stdev over them)")
         ->transform(int_range(1, 1 << 20))
         ->capture_default_str();
@@ -203,49 +209,63 @@ Run add_bench(CLI::App& app) {
     cmd->add_option("--grammar", o->grammar, "Also time tg with this GBNF grammar against tg without, in turn")
         ->excludes(schema_opt);
     cmd->footer(
-        "Each run: reset, pp = one eval of -p random token ids, then tg = -n single-token evals (argmax fed\n"
-        "back; only the evals are timed), after a warm-up. tg GB/s = (weight bytes + KV cache bytes read)\n"
-        "per token / time per token, against the mean of the passes of a streaming-read test of this\n"
-        "machine (each pass reads three times: plain loads, a prefetch of every line, a prefetch of each\n"
-        "4 KiB page's first line; the fastest counts): over a token's bytes (at most the test's buffer)\n"
-        "after each token when they exceed the last-level cache (so each token starts with the caches as\n"
+        "For each depth d (-d, default 0): d random tokens fill the cache once (untimed); each run then times\n"
+        "pp = one eval of -p random token ids at positions d .. d+p-1, and tg = -n single-token evals (argmax fed\n"
+        "back) from position d, after a warm-up; the cache is cut back to d between them. tg GB/s = (weight bytes\n"
+        "+ KV cache bytes read at that depth) per token / time per token, against the mean of the passes of a\n"
+        "streaming-read test of this machine (each pass reads three times: plain loads, a prefetch of every line,\n"
+        "a prefetch of each 4 KiB page's first line; the fastest counts): over a token's bytes (at most the test's\n"
+        "buffer) after each token when they exceed the last-level cache (so each token starts with the caches as\n"
         "the test left them), else one pass before the runs and one after each.\n"
         "With --json-schema or --grammar, each run then times -n whole decode steps twice, in turn: free\n"
         "(eval, greedy sampling) and constrained (eval, the grammar's mask, greedy sampling within it, the\n"
-        "grammar taking the token; a complete grammar starts again), from a new constraint each run.");
+        "grammar taking the token; a complete grammar starts again), from a new constraint each run, at depth 0.");
     return [o] {
         const int64_t P = o->n_prompt, N = o->n_gen;
         const std::shared_ptr<const Grammar> grammar = load_grammar(o->json_schema, o->grammar);
+        std::vector<int64_t> depths = o->depths.empty() ? std::vector<int64_t>{0} : o->depths;
+        std::sort(depths.begin(), depths.end());
+        depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
+        // The grammar's runs decode -n tokens after a -p prompt from position 0.
+        const int64_t need = std::max(depths.back() + std::max(P, N), grammar ? P + N : int64_t(0));
         Loaded l = load(o->m);
         const LlamaConfig& c = l.model->config();
         const bool quiet = o->m.quiet;
-        if (P + N > c.max_position_embeddings)
-            throw UsageError("-p " + std::to_string(P) + " + -n " + std::to_string(N) + " tokens exceed the model's " +
-                             "context of " + std::to_string(c.max_position_embeddings) + " (max_position_embeddings)");
-        if (o->m.ctx_size > 0 && o->m.ctx_size < P + N)
-            throw UsageError("-c " + std::to_string(o->m.ctx_size) + " is smaller than -p + -n = " +
-                             std::to_string(P + N));
-        const int64_t n_ctx = o->m.ctx_size > 0 ? o->m.ctx_size : std::max<int64_t>(P + N, 1);
-        Context ctx(*l.model, ContextParams{n_ctx, 512});
+        if (need > c.max_position_embeddings)
+            throw UsageError("-d " + std::to_string(depths.back()) + " + the larger of -p " + std::to_string(P) +
+                             " and -n " + std::to_string(N) + " exceed the model's context of " +
+                             std::to_string(c.max_position_embeddings) + " (max_position_embeddings)");
+        if (o->m.ctx_size > 0 && o->m.ctx_size < need)
+            throw UsageError("-c " + std::to_string(o->m.ctx_size) +
+                             " is smaller than -d + the larger of -p and -n = " + std::to_string(need));
+        const int64_t n_ctx = o->m.ctx_size > 0 ? o->m.ctx_size : need;
+        Context ctx(*l.model, ContextParams{n_ctx, 512, false, 1, cache_type(o->m)});
+        const char* cache = cache_type_name(ctx.cache_type());
         if (!quiet)
-            std::fprintf(stderr, "loaded %s in %.2f s; %s, n_ctx %lld\n", o->m.model.c_str(), l.load_seconds,
-                         threads_note(l).c_str(), (long long)n_ctx);
+            std::fprintf(stderr, "loaded %s in %.2f s; %s, n_ctx %lld, cache %s\n", o->m.model.c_str(), l.load_seconds,
+                         threads_note(l).c_str(), (long long)n_ctx, cache);
 
         std::mt19937 rng(1234);
         std::uniform_int_distribution<int32_t> id(0, int32_t(c.vocab_size - 1));
         auto argmax = [&](const float* logits) {
             return int32_t(std::max_element(logits, logits + c.vocab_size) - logits);
         };
-        // One run: pp seconds for the prompt, tg seconds summed over the single-token evals only; with a test, a pass
-        // of it over `test_bytes` after each token (untimed), its rate appended to *passes.
-        auto run = [&](int64_t p, int64_t n, double* pp_secs, double* tg_secs, ReadBandwidthTest* test = nullptr,
-                       size_t test_bytes = 0, std::vector<double>* passes = nullptr) {
-            std::vector<int32_t> prompt(static_cast<size_t>(p));  // [p]
-            for (int32_t& t : prompt) t = id(rng);
-            ctx.reset();
+        auto random_ids = [&](int64_t n) {
+            std::vector<int32_t> ids(static_cast<size_t>(n));  // [n]
+            for (int32_t& t : ids) t = id(rng);
+            return ids;
+        };
+        // One run at depth d (the cache filled to d): pp seconds for the prompt, tg seconds summed over the
+        // single-token evals only; with a test, a pass of it over `test_bytes` after each token (untimed), its rate
+        // appended to *passes. The cache is cut back to d after each.
+        auto run = [&](int64_t d, int64_t p, int64_t n, double* pp_secs, double* tg_secs,
+                       ReadBandwidthTest* test = nullptr, size_t test_bytes = 0,
+                       std::vector<double>* passes = nullptr) {
+            const std::vector<int32_t> prompt = random_ids(p);
             double t0 = now_seconds();
             int32_t tok = argmax(ctx.eval(prompt, /*all_logits=*/false));
             *pp_secs = now_seconds() - t0;
+            ctx.truncate(d);
             *tg_secs = 0;
             for (int64_t i = 0; i < n; ++i) {
                 t0 = now_seconds();
@@ -254,12 +274,32 @@ Run add_bench(CLI::App& app) {
                 tok = argmax(logits);
                 if (test) passes->push_back(test->pass(test_bytes));
             }
+            ctx.truncate(d);
         };
-        // Bytes a generated token reads: every matrix once as packed or quantized, the norms, plus K and V (f32) of
-        // the positions it attends to, p + 1 .. p + n, on average p + (n + 1) / 2 per layer and KV head.
+        // Bytes a generated token reads: every matrix once as packed or quantized, the norms, plus K and V of the
+        // positions it attends to, d + 1 .. d + n, on average d + (n + 1) / 2.
         const double weight_bytes = double(l.model->bytes_per_token());
-        const double kv_per_pos = double(c.num_hidden_layers * 2 * c.num_key_value_heads * c.head_dim) * sizeof(float);
-        const double bytes_per_token = weight_bytes + kv_per_pos * (double(P) + double(N + 1) / 2.0);
+        const double kv_per_pos = double(kv_bytes_per_position(c, ctx.cache_type()));
+        auto bytes_per_token = [&](int64_t d) { return weight_bytes + kv_per_pos * (double(d) + double(N + 1) / 2.0); };
+        // Operations a pp run does per prompt token: a multiply-add per weight of the layers' matrices, the output
+        // projection once for the last token, and attention's scores and weighted sum over positions d + 1 .. d + p,
+        // on average d + (p + 1) / 2.
+        double layer_params = 0;
+        for (const TensorSpec& s : llama_tensor_table(c))
+            if (s.matrix && s.layer >= 0) {
+                double e = 1;
+                for (int64_t n : s.shape) e *= double(n);
+                layer_params += e;
+            }
+        auto pp_flops_per_token = [&](int64_t d) {
+            const double attn = 4.0 * double(c.num_hidden_layers * c.num_attention_heads * c.head_dim) *
+                                (double(d) + double(P + 1) / 2.0);
+            return 2.0 * layer_params + attn + 2.0 * double(c.vocab_size * c.hidden_size) / double(P);
+        };
+        const FmaPeak fma = measure_fma_peak();  // the compute roofline, before the runs
+        if (!quiet)
+            std::fprintf(stderr, "FMA peak: %.1f GFLOP/s on %d threads (%.1f on one)\n", fma.gflops, fma.threads,
+                         fma.thread_gflops);
 
         // On shared machines the read bandwidth moves from one second to the next, so generation is set against passes
         // of the test taken in turn with it. A model larger than the last-level cache (read from memory at every token)
@@ -268,46 +308,68 @@ Run add_bench(CLI::App& app) {
         // each run follows a warm-up, so it finds the caches as the model left them, not as the test did. The
         // bandwidth is the mean of the passes (per run: of the token passes, or of the two passes on either side).
         const size_t llc = last_level_cache_bytes(), bw_bytes = default_bandwidth_test_bytes();
-        const bool per_token = llc > 0 && bytes_per_token > double(llc);
-        const size_t pass_bytes = per_token ? std::min(size_t(bytes_per_token), bw_bytes) : 0;  // 0: whole passes
-        double pp_s, tg_s;
-        std::vector<double> pp_tps, tg_tps, bw_passes;
+        struct Result {
+            int64_t depth;
+            Stats pp, tg;
+            double tg_gbs, bw;
+            std::vector<double> passes;
+            size_t pass_bytes;
+            bool per_token;
+        };
+        std::vector<Result> results;
         {
-            if (!quiet) {
-                if (per_token)
-                    std::fprintf(stderr, "read bandwidth test over %zu MiB: a pass of 3 x %.1f MiB (a token's "
-                                 "bytes, at most the buffer) after each generated token\n", bw_bytes >> 20,
-                                 double(pass_bytes) / double(1 << 20));
-                else
-                    std::fprintf(stderr, "read bandwidth test over %zu MiB: one pass before the runs, one after each\n",
-                                 bw_bytes >> 20);
-            }
             ReadBandwidthTest bw_test(bw_bytes);
-            if (!per_token) bw_passes.push_back(bw_test.pass());
-            for (int r = 0; r < o->runs; ++r) {
-                run(std::min<int64_t>(P, 16), std::min<int64_t>(N, 4), &pp_s, &tg_s);  // warm-up
-                const size_t first = bw_passes.size();
-                if (per_token)
-                    run(P, N, &pp_s, &tg_s, &bw_test, pass_bytes, &bw_passes);
-                else
-                    run(P, N, &pp_s, &tg_s);
-                if (!per_token) bw_passes.push_back(bw_test.pass());
-                pp_tps.push_back(double(P) / pp_s);
-                tg_tps.push_back(double(N) / tg_s);
-                if (!quiet) {
-                    const size_t from = per_token ? first : first - 1;  // this run's passes
-                    const std::vector<double> around(bw_passes.begin() + std::ptrdiff_t(from), bw_passes.end());
-                    std::fprintf(stderr, "run %d/%d: pp%lld %.2f t/s, tg%lld %.2f t/s (%.1f GB/s of %.1f read)\n",
-                                 r + 1, o->runs, (long long)P, pp_tps.back(), (long long)N, tg_tps.back(),
-                                 bytes_per_token * tg_tps.back() / 1e9, stats(around).mean);
+            for (int64_t d : depths) {
+                if (ctx.n_past() < d) {  // the fill, untimed, on from the last depth's
+                    if (!quiet) std::fprintf(stderr, "filling the cache to depth %lld\n", (long long)d);
+                    ctx.eval(random_ids(d - ctx.n_past()));
                 }
+                const double bpt = bytes_per_token(d);
+                const bool per_token = llc > 0 && bpt > double(llc);
+                const size_t pass_bytes = per_token ? std::min(size_t(bpt), bw_bytes) : 0;  // 0: whole passes
+                if (!quiet && d == depths.front()) {
+                    if (per_token)
+                        std::fprintf(stderr,
+                                     "read bandwidth test over %zu MiB: a pass of 3 x %.1f MiB (a token's "
+                                     "bytes, at most the buffer) after each generated token\n",
+                                     bw_bytes >> 20, double(pass_bytes) / double(1 << 20));
+                    else
+                        std::fprintf(stderr,
+                                     "read bandwidth test over %zu MiB: one pass before the runs, one after "
+                                     "each\n",
+                                     bw_bytes >> 20);
+                }
+                double pp_s, tg_s;
+                std::vector<double> pp_tps, tg_tps, bw_passes;
+                if (!per_token) bw_passes.push_back(bw_test.pass());
+                for (int r = 0; r < o->runs; ++r) {
+                    run(d, std::min<int64_t>(P, 16), std::min<int64_t>(N, 4), &pp_s, &tg_s);  // warm-up
+                    const size_t first = bw_passes.size();
+                    if (per_token)
+                        run(d, P, N, &pp_s, &tg_s, &bw_test, pass_bytes, &bw_passes);
+                    else
+                        run(d, P, N, &pp_s, &tg_s);
+                    if (!per_token) bw_passes.push_back(bw_test.pass());
+                    pp_tps.push_back(double(P) / pp_s);
+                    tg_tps.push_back(double(N) / tg_s);
+                    if (!quiet) {
+                        const size_t from = per_token ? first : first - 1;  // this run's passes
+                        const std::vector<double> around(bw_passes.begin() + std::ptrdiff_t(from), bw_passes.end());
+                        std::fprintf(stderr,
+                                     "depth %lld run %d/%d: pp%lld %.2f t/s, tg%lld %.2f t/s (%.1f GB/s of "
+                                     "%.1f read)\n",
+                                     (long long)d, r + 1, o->runs, (long long)P, pp_tps.back(), (long long)N,
+                                     tg_tps.back(), bpt * tg_tps.back() / 1e9, stats(around).mean);
+                    }
+                }
+                const Stats tg = stats(tg_tps);
+                results.push_back({d, stats(pp_tps), tg, bpt * tg.mean / 1e9, stats(bw_passes).mean, bw_passes,
+                                   pass_bytes, per_token});
             }
         }  // the test's buffer freed before the resident set is read
         const GrammarTimes gt = grammar ? time_grammar(*l.tokenizer, l.stop_ids, grammar, ctx, P, N, o->runs, rng, quiet)
                                         : GrammarTimes{};
         const size_t rss = resident_set_bytes();
-        const Stats pp = stats(pp_tps), tg = stats(tg_tps), bw_stats = stats(bw_passes);
-        const double tg_gbs = bytes_per_token * tg.mean / 1e9, bw = bw_stats.mean;
 
         double params = 0;
         for (const TensorSpec& s : llama_tensor_table(c)) {
@@ -324,6 +386,25 @@ Run add_bench(CLI::App& app) {
         }
         const std::string cpu = cpu_model_name(), flags = cpu_simd_flags();
         if (o->json) {
+            auto pp_json = [&](const Result& r) {
+                return nlohmann::json{{"n", P},
+                                      {"tok_s", r.pp.mean},
+                                      {"stdev", r.pp.stdev},
+                                      {"gflops", pp_flops_per_token(r.depth) * r.pp.mean / 1e9}};
+            };
+            auto tg_json = [&](const Result& r) {
+                return nlohmann::json{{"n", N}, {"tok_s", r.tg.mean}, {"stdev", r.tg.stdev}, {"gb_s", r.tg_gbs}};
+            };
+            nlohmann::json per_depth = nlohmann::json::array();
+            for (const Result& r : results)
+                per_depth.push_back({{"depth", r.depth},
+                                     {"bytes_per_token", bytes_per_token(r.depth)},
+                                     {"pp_flops_per_token", pp_flops_per_token(r.depth)},
+                                     {"bandwidth_gb_s", r.bw},
+                                     {"bandwidth_passes_gb_s", r.passes},
+                                     {"pp", pp_json(r)},
+                                     {"tg", tg_json(r)}});
+            const Result& r0 = results.front();  // the shallowest depth's, as without -d
             nlohmann::json j = {{"model", o->m.model},
                                 {"dtype", dtype},
                                 {"params", int64_t(params)},
@@ -335,12 +416,19 @@ Run add_bench(CLI::App& app) {
                                 {"weight_bytes", l.model->weight_bytes()},
                                 {"bytes_per_token", l.model->bytes_per_token()},
                                 {"quant", scheme_name(l.model->quant())},
+                                {"cache_type", cache},
+                                {"n_ctx", n_ctx},
+                                {"kv_bytes_per_position", size_t(kv_per_pos)},
                                 {"rss_bytes", rss},
-                                {"bandwidth_gb_s", bw},
-                                {"bandwidth_passes_gb_s", bw_passes},
-                                {"bandwidth_pass_bytes", pass_bytes},
-                                {"pp", {{"n", P}, {"tok_s", pp.mean}, {"stdev", pp.stdev}}},
-                                {"tg", {{"n", N}, {"tok_s", tg.mean}, {"stdev", tg.stdev}, {"gb_s", tg_gbs}}}};
+                                {"bandwidth_gb_s", r0.bw},
+                                {"bandwidth_passes_gb_s", r0.passes},
+                                {"bandwidth_pass_bytes", r0.pass_bytes},
+                                {"fma_peak_gflops", fma.gflops},
+                                {"fma_peak_thread_gflops", fma.thread_gflops},
+                                {"fma_peak_threads", fma.threads},
+                                {"pp", pp_json(r0)},
+                                {"tg", tg_json(r0)},
+                                {"depths", per_depth}};
             if (grammar) {
                 const Stats with = stats(gt.with_tps), without = stats(gt.without_tps);
                 j["grammar"] = {{"file", o->json_schema.empty() ? o->grammar : o->json_schema},
@@ -364,17 +452,32 @@ Run add_bench(CLI::App& app) {
             return 0;
         }
         const std::string name = model_name(o->m.model), th = std::to_string(l.threads);
-        print_table({{"model", "dtype", "params", "size", "threads", "test", "t/s"},
-                     {name, dtype, params_str(params), size_str(weight_bytes), th, "pp" + std::to_string(P),
-                      format("%.2f ± %.2f", pp.mean, pp.stdev)},
-                     {name, dtype, params_str(params), size_str(weight_bytes), th, "tg" + std::to_string(N),
-                      format("%.2f ± %.2f", tg.mean, tg.stdev)}},
-                    {false, false, true, true, true, true, true});
-        const bool in_cache = llc > 0 && !per_token;
-        std::printf("\ntg: %.1f GB/s effective of %.1f GB/s measured read bandwidth (%.0f%% of roofline)%s\n", tg_gbs,
-                    bw, bw > 0 ? 100.0 * tg_gbs / bw : 0.0, in_cache ? "; the model fits in the last-level cache" : "");
-        std::printf("rss: %.1f MiB (weights %.1f MiB, KV cache %.1f MiB)\n", double(rss) / double(1 << 20),
-                    weight_bytes / double(1 << 20), double(ctx.kv_bytes()) / double(1 << 20));
+        std::vector<std::vector<std::string>> rows = {{"model", "dtype", "params", "size", "threads", "test", "t/s"}};
+        for (const Result& r : results) {
+            const std::string at = r.depth > 0 ? " @ d" + std::to_string(r.depth) : "";
+            rows.push_back({name, dtype, params_str(params), size_str(weight_bytes), th, "pp" + std::to_string(P) + at,
+                            format("%.2f ± %.2f", r.pp.mean, r.pp.stdev)});
+            rows.push_back({name, dtype, params_str(params), size_str(weight_bytes), th, "tg" + std::to_string(N) + at,
+                            format("%.2f ± %.2f", r.tg.mean, r.tg.stdev)});
+        }
+        print_table(rows, {false, false, true, true, true, true, true});
+        std::printf("\n");
+        for (const Result& r : results) {
+            const bool in_cache = llc > 0 && !r.per_token;
+            const std::string at = r.depth > 0 ? " @ d" + std::to_string(r.depth) : "";
+            std::printf("tg%s: %.1f GB/s effective of %.1f GB/s measured read bandwidth (%.0f%% of roofline)%s\n",
+                        at.c_str(), r.tg_gbs, r.bw, r.bw > 0 ? 100.0 * r.tg_gbs / r.bw : 0.0,
+                        in_cache ? "; the model fits in the last-level cache" : "");
+        }
+        for (const Result& r : results) {
+            const std::string at = r.depth > 0 ? " @ d" + std::to_string(r.depth) : "";
+            const double gflops = pp_flops_per_token(r.depth) * r.pp.mean / 1e9;
+            std::printf("pp%s: %.1f GFLOP/s of %.1f GFLOP/s measured FMA peak on %d threads (%.0f%% of peak)\n",
+                        at.c_str(), gflops, fma.gflops, fma.threads,
+                        fma.gflops > 0 ? 100.0 * gflops / fma.gflops : 0.0);
+        }
+        std::printf("rss: %.1f MiB (weights %.1f MiB, KV cache %.1f MiB, %s)\n", double(rss) / double(1 << 20),
+                    weight_bytes / double(1 << 20), double(ctx.kv_bytes()) / double(1 << 20), cache);
         std::printf("cpu: %s%s%s; kernels: %s\n", cpu.empty() ? "unknown" : cpu.c_str(), flags.empty() ? "" : ", ",
                     flags.c_str(), kernels_line().c_str());
         if (grammar) {

@@ -150,7 +150,7 @@ Run add_chat(CLI::App& app) {
         const Tokenizer& tok = *l.tokenizer;
         const TemplateChoice choice = choose_template(o->m.model, o->tmpl);
         const ChatTemplate tmpl(choice.kind, tok, choice);
-        Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});
+        Context ctx(*l.model, ContextParams{o->m.ctx_size, 512, false, 1, cache_type(o->m)});
         const std::vector<int32_t> stop = reply_stop_ids(tmpl, l);
         ChatSession session(ctx, tok, tmpl, resolve_sampling(o->s, quiet), stop);
         session.set_system(o->system);

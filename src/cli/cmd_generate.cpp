@@ -39,7 +39,7 @@ Run add_generate(CLI::App& app) {
         const std::shared_ptr<const Grammar> grammar = load_grammar(o->json_schema, o->grammar);
         Loaded l = load(o->m);
         const bool quiet = o->m.quiet;
-        Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});
+        Context ctx(*l.model, ContextParams{o->m.ctx_size, 512, false, 1, cache_type(o->m)});
         std::vector<int32_t> tokens = l.tokenizer->encode(prompt, !o->no_bos && l.tokenizer->add_bos());
         if (tokens.empty()) throw UsageError("the prompt is empty and no BOS is prepended (--no-bos, or a tokenizer that adds none): nothing to start from");
         if (int64_t(tokens.size()) > ctx.n_ctx())

@@ -184,10 +184,22 @@ Run add_inspect(CLI::App& app) {
                 loaded_bytes += as.second;
             }
         }
+        // The KV cache per position in each type (every layer's K and V), and at the default and the largest context.
+        nlohmann::json kv = nlohmann::json::array();
+        const int64_t default_ctx = std::min(c.max_position_embeddings, kDefaultContext);
+        for (CacheType t : {CacheType::f32, CacheType::f16, CacheType::q8_0}) {
+            if (!cache_type_unsupported(t, c.head_dim).empty()) continue;
+            kv.push_back({{"cache_type", cache_type_name(t)},
+                          {"bytes_per_token", kv_bytes_per_position(c, t)},
+                          {"default_ctx", default_ctx},
+                          {"bytes_at_default_ctx", kv_cache_bytes(c, t, default_ctx)},
+                          {"bytes_at_max_position_embeddings", kv_cache_bytes(c, t, c.max_position_embeddings)}});
+        }
         const nlohmann::json gguf_info = g ? gguf_json(*g) : nlohmann::json();
         if (o->json) {
             nlohmann::json j = {{"model", o->model},
                                 {"gguf", gguf_info},
+                                {"kv_cache", kv},
                                 {"config", config_json(c)},
                                 {"tokenizer", tok},
                                 {"kernels", kernels_isa()},
@@ -225,6 +237,12 @@ Run add_inspect(CLI::App& app) {
         std::printf("\n%zu tensors, %lld parameters, %zu bytes (%.2f MiB); loaded as %s: %zu bytes (%.2f MiB)\n",
                     tensors.size(), (long long)params, bytes, double(bytes) / (1 << 20), scheme_name(scheme),
                     loaded_bytes, double(loaded_bytes) / (1 << 20));
+        std::printf("\nKV cache (--cache-type): bytes per token; at -c %lld; at max_position_embeddings %lld\n",
+                    (long long)default_ctx, (long long)c.max_position_embeddings);
+        for (const auto& k : kv)
+            std::printf("  %-5s %10zu  %10.2f MiB  %10.2f MiB\n", k["cache_type"].get<std::string>().c_str(),
+                        k["bytes_per_token"].get<size_t>(), k["bytes_at_default_ctx"].get<double>() / (1 << 20),
+                        k["bytes_at_max_position_embeddings"].get<double>() / (1 << 20));
         return 0;
     };
 }

@@ -82,7 +82,7 @@ Run add_perplexity(CLI::App& app) {
         const int threads = thread_count();
         std::vector<std::unique_ptr<Context>> contexts;
         std::vector<Context*> ctx_ptrs, ref_ptrs;
-        const ContextParams params{o->ctx, std::min(o->batch, o->ctx)};
+        const ContextParams params{o->ctx, std::min(o->batch, o->ctx), false, 1, cache_type(o->m)};
         for (int i = 0; i < (o->stride > 0 ? 1 : threads); ++i) {
             contexts.push_back(std::make_unique<Context>(*l.model, params));
             ctx_ptrs.push_back(contexts.back().get());

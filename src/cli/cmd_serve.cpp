@@ -195,6 +195,7 @@ Run add_serve(CLI::App& app) {
         ep.slots = o->parallel;
         ep.n_ctx = o->m.ctx_size;
         ep.queue = o->queue;
+        ep.cache_type = cache_type(o->m);
         Engine engine(*l.model, *l.tokenizer, stop, ep);
 
         ApiModel api;

@@ -2,6 +2,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -26,7 +27,10 @@ struct ModelOpts {
     bool quiet = false;
     bool check_tensors = false;  // scan every tensor for NaN/Inf at load
     std::string quant = "none";  // --quant: the matrices' formats (quant_scheme.h)
+    std::string cache_type;      // --cache-type: f32, f16, q8_0; empty = the context's default
 };
+// The KV cache type --cache-type names; unset without the flag (ContextParams' default).
+std::optional<CacheType> cache_type(const ModelOpts& o);
 void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx = true);
 
 // Flag checks that say what is wrong: an integer flag's text must be a decimal integer ("abc is not an integer")

@@ -1,85 +1,256 @@
+// Attention in tiles of keys with an online softmax (attention.h has the summation order), over the active ISA table's
+// register tiles: S = Q K^T on the key panels as they are stored (f16 read straight where the table can, otherwise a
+// tile's panels widened exactly into f32 first), P V on the value rows (widened likewise).
 #include "plainllama/kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "plainllama/kernels/kernels.h"
+#include "isa/isa.h"
 #include "plainllama/sys/team.h"
 
 namespace plainllama {
 
 namespace {
-constexpr int64_t kTokenChunk = 32;  // query tokens per work item
-// Decode's attention reads K and V rows that the weights streamed since the last token have pushed out of every cache:
-// its work items go to the threads from a sixteenth of kParallelWork (QK multiply-adds), and each item prefetches the
-// K and V lines it reads before its products, so that the misses overlap rather than follow one another (each helps
-// alone, more together). At most the first kPrefetchBytes of each: the hardware prefetcher follows a run
-// once started, and a long context's rows would not all stay in L2 until they are read (prefill reuses them too).
-constexpr int64_t kParallelAttention = kParallelWork / 16;
-constexpr size_t kPrefetchBytes = 64 << 10;
+using isa::F16;
+using isa::Kernels;
+using isa::kMRMax;
+using isa::kNR;
 
-// The lines of [p, p + min(bytes, kPrefetchBytes)) on their way into the caches.
-void prefetch_lines(const void* p, size_t bytes) {
-    for (size_t o = 0; o < std::min(bytes, kPrefetchBytes); o += 64)
-        __builtin_prefetch(static_cast<const char*>(p) + o, 0, 3);
+constexpr int64_t kTokenChunk = 32;  // query tokens per work item
+static_assert(kKeyTile % kPanel == 0, "a key tile is whole panels");
+// Work below this many QK multiply-adds stays on the calling thread. Decode's attention reads K and V rows that the
+// weights streamed since the last token have pushed out of every cache, so it goes to the threads early.
+constexpr int64_t kParallelAttention = kParallelWork / 16;
+// Decode splits each KV head's tiles into about this many items per thread, so that a thread that memory serves
+// faster takes more of them.
+constexpr int64_t kItemsPerThread = 4;
+
+int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+int64_t n_tiles(int64_t keys) { return (keys + kKeyTile - 1) / kKeyTile; }
+
+// One thread's buffers for `rows` query rows (token t0 + r / nq, query head h0 + r % nq).
+struct Work {
+    float* Q;                // [rows, hd]
+    float* S;                // [rows, kKeyTile] scores, then e^(s - m)
+    float* O;                // [rows, hd] the tiles folded so far
+    float* Ot;               // [rows, hd] this tile's P V
+    float *m, *l, *mt, *lt;  // [rows] the fold's and this tile's max and sum
+    int64_t* n;              // [rows] keys of this tile each row sees
+    float* Kf;               // [kKeyTile, hd] a tile's key panels widened to f32
+    float* Vf;               // [kKeyTile, hd] a tile's values widened to f32
+    float* d;                // [kPanel] a q8_0 panel block's scales
+};
+int64_t work_floats(int64_t rows, int64_t hd) {
+    return round16(rows * hd) * 4 + round16(rows * kKeyTile) + 6 * round16(rows) + 2 * round16(kKeyTile * hd) + 32;
 }
+Work work_at(float* p, int64_t rows, int64_t hd) {
+    Work w;
+    auto take = [&](int64_t n) {
+        float* r = p;
+        p += round16(n);
+        return r;
+    };
+    w.Q = take(rows * hd), w.S = take(rows * kKeyTile), w.O = take(rows * hd), w.Ot = take(rows * hd);
+    w.m = take(rows), w.l = take(rows), w.mt = take(rows), w.lt = take(rows);
+    w.n = reinterpret_cast<int64_t*>(take(2 * rows));
+    w.Kf = take(kKeyTile * hd), w.Vf = take(kKeyTile * hd), w.d = take(32);
+    return w;
+}
+
+void prefetch(const void* p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o, 0, 3);
+}
+
+// Keys [a, a + nk) and their values of head g on their way into the caches.
+void prefetch_tile(const KvView& c, int64_t g, int64_t a, int64_t nk) {
+    prefetch(kv_key_panel(c, g, a), size_t((nk + kPanel - 1) / kPanel) * kv_panel_bytes(c));
+    prefetch(kv_value_row(c, g, a), size_t(nk) * kv_row_bytes(c.type, c.head_dim));
+}
+
+// out[r, :] (+)= x[r, :kc] W for rows r < rows, in register tiles of up to kMRMax rows: W [kc][ldw] f32 (or the
+// tiles' own element type), nr <= kNR outputs.
+template <class E>
+void rows_tiles(const isa::MicroTile<E>* tiles, float* out, int64_t ldo, const float* x, int64_t ldx, const E* W,
+                int64_t ldw, int64_t rows, int64_t kc, int64_t nr, bool acc) {
+    for (int64_t r = 0; r < rows; r += kMRMax) {
+        const int mr = int(std::min<int64_t>(kMRMax, rows - r));
+        tiles[mr](out + r * ldo, ldo, x + r * ldx, ldx, W, ldw, kc, nr, acc);
+    }
+}
+
+// w.S[r, :nk] = Q[r] . key a + j, for the nk keys of the tile starting at a (a multiple of kKeyTile).
+void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk, int64_t rows, const Work& w) {
+    const int64_t hd = c.head_dim, np = (nk + kPanel - 1) / kPanel;
+    const uint8_t* P = kv_key_panel(c, g, a);
+    const size_t pb = kv_panel_bytes(c);
+    auto panel_out = [&](int64_t p) { return std::pair{w.S + p * kPanel, std::min<int64_t>(kPanel, nk - p * kPanel)}; };
+    if (c.type == CacheType::f32 || (c.type == CacheType::f16 && rows <= ks.f16_direct_rows)) {
+        for (int64_t p = 0; p < np; ++p) {
+            const auto [S, nr] = panel_out(p);
+            if (c.type == CacheType::f32)
+                rows_tiles(ks.tile_f32, S, kKeyTile, w.Q, hd, reinterpret_cast<const float*>(P + p * pb), kNR, rows, hd,
+                           nr, false);
+            else
+                rows_tiles(ks.tile_f16, S, kKeyTile, w.Q, hd, reinterpret_cast<const F16*>(P + p * pb), kNR, rows, hd,
+                           nr, false);
+        }
+        return;
+    }
+    // widened exactly into f32 panels [np][hd][kPanel], then the f32 tiles: the same sums
+    if (c.type == CacheType::f16) {
+        ks.widen_f16(w.Kf, reinterpret_cast<const F16*>(P), np * kPanel * hd);
+    } else {
+        for (int64_t p = 0; p < np; ++p)
+            for (int64_t b = 0; b < hd / kKvQ8Block; ++b) {
+                const uint8_t* blk = P + p * pb + size_t(b) * kKvQ8PanelBlock;
+                ks.widen_f16(w.d, reinterpret_cast<const F16*>(blk), kPanel);
+                ks.scale_i8_rows(w.Kf + (p * hd + b * kKvQ8Block) * kPanel,
+                                 reinterpret_cast<const int8_t*>(blk + 2 * kPanel), w.d, kKvQ8Block);
+            }
+    }
+    for (int64_t p = 0; p < np; ++p) {
+        const auto [S, nr] = panel_out(p);
+        rows_tiles(ks.tile_f32, S, kKeyTile, w.Q, hd, w.Kf + p * hd * kPanel, kNR, rows, hd, nr, false);
+    }
+}
+
+// This tile's partial softmax state for every row: w.n[r] keys seen (0: none), w.mt, w.lt, w.Ot (attention.h). Rows
+// r < rows are query heads of tokens at positions p0 + r / nq; the tile starts at key a and nk keys are the last
+// row's.
+void tile_state(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk, int64_t rows, int64_t nq,
+                int64_t p0, float scale, const Work& w) {
+    const int64_t hd = c.head_dim;
+    scores(ks, c, g, a, nk, rows, w);
+    for (int64_t r = 0; r < rows; ++r) {
+        w.n[r] = std::clamp<int64_t>(p0 + r / nq + 1 - a, 0, nk);
+        if (w.n[r] > 0) w.lt[r] = ks.exp_shifted(w.S + r * kKeyTile, w.n[r], scale, &w.mt[r]);
+    }
+    // O = P V over the keys every row sees (the first token's), then each row's own further keys continue the same
+    // fma chain: a later token's V is never read for an earlier one, and each row's sum is the one decoding it alone
+    // computes over the tile. f16 values are read straight by the table's f16 tiles where they can (whole blocks of
+    // kNR dimensions, few rows), else widened first, as f16 keys: the same sums either way.
+    const int64_t shared = w.n[0];
+    auto pv = [&](const auto* tiles, const auto* V) {  // V [nk, hd]
+        for (int64_t n0 = 0; n0 < hd; n0 += kNR) {
+            const int64_t nr = std::min(kNR, hd - n0);
+            if (shared > 0)
+                rows_tiles(tiles, w.Ot + n0, hd, w.S, kKeyTile, V + n0, hd, rows, shared, nr, false);
+            else
+                for (int64_t r = 0; r < rows; ++r) std::fill_n(w.Ot + r * hd + n0, nr, 0.0f);
+            for (int64_t r = 0; r < rows; ++r)
+                if (w.n[r] > shared)
+                    tiles[1](w.Ot + r * hd + n0, 0, w.S + r * kKeyTile + shared, 0, V + shared * hd + n0, hd,
+                             w.n[r] - shared, nr, true);
+        }
+    };
+    const uint8_t* V = kv_value_row(c, g, a);
+    if (c.type == CacheType::f32) return pv(ks.tile_f32, reinterpret_cast<const float*>(V));
+    if (c.type == CacheType::f16 && hd % kNR == 0 && rows <= ks.f16_direct_rows)
+        return pv(ks.tile_f16, reinterpret_cast<const F16*>(V));
+    if (c.type == CacheType::f16)
+        ks.widen_f16(w.Vf, reinterpret_cast<const F16*>(V), nk * hd);
+    else
+        ks.dequantize(QuantType::q8_0, V, w.Vf, nk * hd);
+    pv(ks.tile_f32, static_cast<const float*>(w.Vf));
+}
+
+// The fold (attention.h): state (O, m, l) with tile state (Ot, mt, lt); the first tile is taken as it is.
+void fold(float* O, float* m, float* l, const float* Ot, float mt, float lt, int64_t hd, bool first) {
+    if (first) {
+        std::copy_n(Ot, hd, O);
+        *m = mt, *l = lt;
+        return;
+    }
+    const float M = std::max(*m, mt), x = std::exp(*m - M), y = std::exp(mt - M);
+    *l = *l * x + lt * y;
+    for (int64_t i = 0; i < hd; ++i) O[i] = O[i] * x + Ot[i] * y;
+    *m = M;
+}
+
 }  // namespace
 
-int64_t key_cache_positions(int64_t ctx) { return (ctx + kPanel - 1) / kPanel * kPanel; }
-
-void store_key(float* k_cache, const float* k, int64_t g, int64_t j, int64_t head_dim, int64_t ctx) {
-    float* dst = k_cache + key_cache_index(g, j, 0, head_dim, ctx);
-    for (int64_t i = 0; i < head_dim; ++i) dst[i * kPanel] = k[i];
+int64_t attention_scratch(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t ctx, int64_t head_dim,
+                          int64_t threads) {
+    const int64_t rows = std::min(T, kTokenChunk) * (n_heads / n_kv_heads);
+    return threads * work_floats(rows, head_dim) + n_heads * n_tiles(ctx) * (head_dim + 2);
 }
 
-int64_t attention_scratch_per_thread(int64_t T, int64_t group, int64_t ctx, int64_t head_dim) {
-    const int64_t rows = std::min(T, kTokenChunk) * group;
-    return 2 * rows * head_dim + rows * ctx;
-}
-
-void attention(float* out, const float* q, const float* k_cache, const float* v_cache, int64_t T, int64_t pos0,
-               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t ctx, float* scratch) {
-    const int64_t group = n_heads / n_kv_heads, hd = head_dim;
+void attention(float* out, const float* q, const KvView& kv, int64_t T, int64_t pos0, int64_t n_heads, float* scratch) {
+    const Kernels& ks = isa::active();
+    const int64_t n_kv = kv.n_kv_heads, group = n_heads / n_kv, hd = kv.head_dim;
     const float scale = 1.0f / std::sqrt(float(hd));
-    const int64_t per_thread = attention_scratch_per_thread(T, group, ctx, hd);
-    const int64_t chunks = (T + kTokenChunk - 1) / kTokenChunk;
-    // Work items: (chunk of tokens, KV head, part of its query heads), the last chunks (most keys) first. The
-    // group's query heads are split only when there are fewer (chunk, KV head) pairs than threads (decode with
-    // few KV heads); each output row is computed alike either way.
-    const int64_t threads = thread_count(), pairs = n_kv_heads * chunks;
+    const int64_t rows_max = std::min(T, kTokenChunk) * group, per_thread = work_floats(rows_max, hd);
+    const int64_t threads = thread_count();
+    float* states = scratch + threads * per_thread;  // [n_heads, tiles, hd + 2]: decode's split tiles
+    const int64_t chunks = (T + kTokenChunk - 1) / kTokenChunk, last_tiles = n_tiles(pos0 + T);
+    const bool parallel = use_threads(n_heads * T * (pos0 + T) * hd >= kParallelAttention);
+
+    // Rows of query heads h0 .. h0 + nq - 1 of tokens t0 .. t1 - 1, over tiles [i0, i1): folded into out, or (split
+    // decode) each tile's state kept in `states`.
+    auto rows_item = [&](const Work& w, int64_t g, int64_t h0, int64_t nq, int64_t t0, int64_t t1, int64_t i0,
+                         int64_t i1, bool keep) {
+        const int64_t rows = (t1 - t0) * nq, p0 = pos0 + t0, p_last = pos0 + t1 - 1;
+        for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, w.Q + (t - t0) * nq * hd);
+        auto keys = [&](int64_t i) { return std::min(kKeyTile, p_last + 1 - i * kKeyTile); };
+        prefetch_tile(kv, g, i0 * kKeyTile, keys(i0));
+        for (int64_t i = i0; i < i1; ++i) {
+            if (i + 1 < i1) prefetch_tile(kv, g, (i + 1) * kKeyTile, keys(i + 1));
+            tile_state(ks, kv, g, i * kKeyTile, keys(i), rows, nq, p0, scale, w);
+            for (int64_t r = 0; r < rows; ++r) {
+                if (w.n[r] == 0) continue;  // a later tile than this row's last
+                if (keep) {
+                    float* s = states + ((h0 + r) * last_tiles + i) * (hd + 2);
+                    std::copy_n(w.Ot + r * hd, hd, s);
+                    s[hd] = w.mt[r], s[hd + 1] = w.lt[r];
+                } else {
+                    fold(w.O + r * hd, &w.m[r], &w.l[r], w.Ot + r * hd, w.mt[r], w.lt[r], hd, i == 0);
+                }
+            }
+        }
+        if (keep) return;
+        for (int64_t r = 0; r < rows; ++r) {
+            float* o = out + ((t0 + r / nq) * n_heads + h0 + r % nq) * hd;
+            for (int64_t e = 0; e < hd; ++e) o[e] = w.O[r * hd + e] / w.l[r];
+        }
+    };
+
+    if (T == 1 && parallel && last_tiles > 1) {
+        // Flash-decoding: each KV head's tiles in spans over the threads, each tile's state kept; then the states
+        // fold in tile order here, the same fold as a prompt's.
+        const int64_t want = std::max<int64_t>(1, (kItemsPerThread * threads + n_kv - 1) / n_kv);
+        const int64_t span = (last_tiles + want - 1) / want, spans = (last_tiles + span - 1) / span;
+        team_for_each(int(threads), n_kv * spans, [&](int64_t it, int slot) {
+            const int64_t g = it % n_kv, s = it / n_kv;
+            const Work w = work_at(scratch + slot * per_thread, group, hd);
+            rows_item(w, g, g * group, group, 0, 1, s * span, std::min(last_tiles, (s + 1) * span), true);
+        });
+        for (int64_t h = 0; h < n_heads; ++h) {
+            const Work w = work_at(scratch, group, hd);
+            float m = 0, l = 0;
+            for (int64_t i = 0; i < last_tiles; ++i) {
+                const float* s = states + (h * last_tiles + i) * (hd + 2);
+                fold(w.O, &m, &l, s, s[hd], s[hd + 1], hd, i == 0);
+            }
+            for (int64_t e = 0; e < hd; ++e) out[h * hd + e] = w.O[e] / l;
+        }
+        return;
+    }
+
+    // Work items: (chunk of tokens, KV head, part of its query heads), the last chunks (most keys) first. The group's
+    // query heads are split only when there are fewer (chunk, KV head) pairs than threads; each row is computed alike
+    // either way.
+    const int64_t pairs = n_kv * chunks;
     const int64_t want = (threads + pairs - 1) / pairs, per_part = pairs >= threads ? group : (group + want - 1) / want;
     const int64_t parts = (group + per_part - 1) / per_part, items = pairs * parts;
-    auto item = [&](int64_t it, int slot) {  // slot: this thread's part of scratch
-        const int64_t c = chunks - 1 - it / (n_kv_heads * parts), g = it / parts % n_kv_heads, part = it % parts;
+    auto item = [&](int64_t it, int slot) {
+        const int64_t c = chunks - 1 - it / (n_kv * parts), g = it / parts % n_kv, part = it % parts;
         const int64_t h0 = g * group + part * per_part, nq = std::min(per_part, group - part * per_part);
-        const int64_t t0 = c * kTokenChunk, t1 = std::min(T, t0 + kTokenChunk), rows = (t1 - t0) * nq;
-        const int64_t n_keys = pos0 + t1;         // what the chunk's last token sees
-        const PackedMatrix K{k_cache + g * key_cache_positions(ctx) * hd, DType::F32, n_keys, hd};  // [n_keys, hd]
-        const float* V = v_cache + g * ctx * hd;                                                    // [ctx, hd]
-        prefetch_lines(K.data, size_t(key_cache_positions(n_keys) * hd) * sizeof(float));  // whole key panels
-        prefetch_lines(V, size_t(n_keys * hd) * sizeof(float));
-        float* Q = scratch + slot * per_thread;  // [rows, hd]: row (t - t0) * nq + i is head h0 + i
-        float* O = Q + rows * hd;                                 // [rows, hd]
-        float* S = O + rows * hd;                                 // [rows, n_keys]
-        for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, Q + (t - t0) * nq * hd);
-        matmul(S, Q, K, rows);  // in a team step or on one thread: runs on this thread
-        for (int64_t r = 0; r < rows; ++r) {
-            float* row = S + r * n_keys;
-            softmax(row, pos0 + t0 + r / nq + 1, scale);  // causal: keys 0 .. pos0 + t
-        }
-        // O = P V over the keys each row sees: the ones before the chunk (every row's) as a product, then each
-        // row's own keys inside the chunk continuing the same fma chain. A later token's V is never read, so
-        // it cannot reach an earlier token (0 * Inf), and token t's sum is the one decoding t alone computes.
-        const int64_t shared = pos0 + t0;
-        if (shared > 0)
-            matmul_nn(O, S, n_keys, V, rows, hd, shared);
-        else
-            std::fill_n(O, rows * hd, 0.0f);
-        for (int64_t r = 0; r < rows; ++r)
-            gemv_acc(O + r * hd, S + r * n_keys + shared, V + shared * hd, r / nq + 1, hd);
-        for (int64_t t = t0; t < t1; ++t) std::copy_n(O + (t - t0) * nq * hd, nq * hd, out + (t * n_heads + h0) * hd);
+        const int64_t t0 = c * kTokenChunk, t1 = std::min(T, t0 + kTokenChunk);
+        const Work w = work_at(scratch + slot * per_thread, (t1 - t0) * nq, hd);
+        rows_item(w, g, h0, nq, t0, t1, 0, n_tiles(pos0 + t1), false);
     };
-    if (!use_threads(n_heads * T * (pos0 + T) * hd >= kParallelAttention)) {
+    if (!parallel) {
         for (int64_t it = 0; it < items; ++it) item(it, 0);
         return;
     }

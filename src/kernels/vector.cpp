@@ -90,6 +90,8 @@ void add_inplace(float* y, const float* x, int64_t n) {
 
 float sum_stream(const float* p, int64_t n, ReadWay way) { return isa::active().sum_stream(p, n, way); }
 
+float fma_burst(int64_t reps, double* ops) { return isa::active().fma_burst(reps, ops); }
+
 void matmul_reference(float* out, const float* x, const void* W, DType wt, int64_t T, int64_t N, int64_t K) {
     std::vector<float> row(static_cast<size_t>(K));
     for (int64_t r = 0; r < N; ++r) {

@@ -1,6 +1,6 @@
 #include "plainllama/model/model.h"
 
-#include <sys/sysinfo.h>
+#include <cstdio>
 
 #include <algorithm>
 #include <atomic>
@@ -189,19 +189,65 @@ int64_t first_non_finite(const float* x, int64_t n) {
 const char* kNonFiniteHint =
     "a NaN or Inf weight or block scale (--check-tensors finds it at load), or activations past f32's range";
 
-// RAM + swap in bytes, 0 when unknown.
-uint64_t memory_bytes() {
-    struct sysinfo si {};
-    if (::sysinfo(&si) != 0) return 0;
-    return (uint64_t(si.totalram) + uint64_t(si.totalswap)) * si.mem_unit;
-}
-
 // "4096.0 GiB"
 std::string gib(uint64_t bytes) {
     return std::to_string(bytes >> 30) + "." + std::to_string((bytes >> 20 & 1023) * 10 / 1024) + " GiB";
 }
 
 }  // namespace
+
+std::string kv_cache_refusal(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq, uint64_t need, uint64_t avail) {
+    std::string s = "-c " + std::to_string(n_ctx) + " with --cache-type " + cache_type_name(t) +
+                    ": the KV cache needs " + gib(need) + " (" + std::to_string(kv_bytes_per_position(c, t)) +
+                    " bytes per position" + (n_seq > 1 ? " x " + std::to_string(n_seq) + " sequences" : "") +
+                    ") but " + gib(avail) + " of memory is available";
+    std::string fits;
+    int64_t lo = 0;  // the largest multiple of 256 positions that fits
+    for (int64_t step = int64_t(1) << 40; step >= 256; step /= 2)
+        if (lo + step <= n_ctx && kv_cache_bytes(c, t, lo + step, n_seq) <= avail) lo += step;
+    if (lo > 0) fits = "-c " + std::to_string(lo);
+    for (CacheType o : {CacheType::f16, CacheType::q8_0})
+        if (kv_bytes_per_position(c, o) < kv_bytes_per_position(c, t) && cache_type_unsupported(o, c.head_dim).empty() &&
+            kv_cache_bytes(c, o, n_ctx, n_seq) <= avail) {
+            fits += std::string(fits.empty() ? "" : " or ") + "--cache-type " + cache_type_name(o);
+            break;
+        }
+    return s + (fits.empty() ? "; no context fits" : "; " + fits + " would fit");
+}
+
+size_t kv_bytes_per_position(const LlamaConfig& c, CacheType t) {
+    return size_t(c.num_hidden_layers) * 2 * size_t(c.num_key_value_heads) * kv_row_bytes(t, c.head_dim);
+}
+
+size_t kv_cache_bytes(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq) {
+    return size_t(c.num_hidden_layers) * size_t(n_seq) *
+           (key_cache_bytes(t, c.num_key_value_heads, c.head_dim, n_ctx) +
+            value_cache_bytes(t, c.num_key_value_heads, c.head_dim, n_ctx));
+}
+
+uint64_t available_memory_bytes() {
+    FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    uint64_t total = 0;
+    bool found = false;
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long long kb = 0;
+        if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1 || std::sscanf(line, "SwapFree: %llu kB", &kb) == 1) {
+            total += uint64_t(kb) << 10;
+            found = true;
+        }
+    }
+    std::fclose(f);
+    return found ? total : 0;
+}
+
+KvView Context::kv_view(int64_t layer, int seq) const {
+    const LlamaConfig& c = model_.config();
+    const size_t i = size_t(layer * n_seq() + seq);
+    uint8_t* k = kv_ + i * (k_layer_bytes_ + v_layer_bytes_);
+    return KvView{cache_type_, k, k + k_layer_bytes_, c.num_key_value_heads, c.head_dim, n_ctx_};
+}
 
 Context::Context(const Model& model, ContextParams p) : model_(model) {
     const LlamaConfig& c = model.config();
@@ -215,19 +261,20 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
     n_past_.assign(size_t(p.n_seq), 0);
     exact_ = p.exact;
     const size_t kv = size_t(c.num_key_value_heads * c.head_dim), qd = size_t(c.num_attention_heads * c.head_dim);
-    const size_t seqs = size_t(c.num_hidden_layers) * size_t(p.n_seq);
-    const size_t kv_elems = seqs * kv * size_t(n_ctx_);
-    const size_t k_elems = seqs * kv * size_t(key_cache_positions(n_ctx_));  // whole panels
-    // Checked before allocating: with overcommit a too-large cache "succeeds" and the process is killed when
-    // the zero fill touches it.
-    const uint64_t kv_bytes = uint64_t(k_elems + kv_elems) * sizeof(float), mem = memory_bytes();  // <= 2^59
-    if (mem > 0 && kv_bytes > mem)
-        throw Error("the KV cache needs " + gib(kv_bytes) + " (2 x " + std::to_string(c.num_hidden_layers) +
-                    " layers x " + (p.n_seq > 1 ? std::to_string(p.n_seq) + " sequences x " : "") +
-                    std::to_string(n_ctx_) + " positions x " + std::to_string(kv) +
-                    " x 4 bytes) but this machine has " + gib(mem) + " of RAM + swap; lower -c/--ctx-size");
-    alloc(&k_cache_, k_elems, "KV cache");
-    alloc(&v_cache_, kv_elems, "KV cache");
+    cache_type_ = p.cache_type.value_or(p.exact ? CacheType::f32 : CacheType::f16);
+    if (const std::string why = cache_type_unsupported(cache_type_, c.head_dim); !why.empty())
+        throw UsageError(std::string("--cache-type ") + cache_type_name(cache_type_) + ": " + why);
+    k_layer_bytes_ = (key_cache_bytes(cache_type_, c.num_key_value_heads, c.head_dim, n_ctx_) + 63) / 64 * 64;
+    v_layer_bytes_ = (value_cache_bytes(cache_type_, c.num_key_value_heads, c.head_dim, n_ctx_) + 63) / 64 * 64;
+    kv_bytes_ = size_t(c.num_hidden_layers) * size_t(p.n_seq) * (k_layer_bytes_ + v_layer_bytes_);
+    // Checked before allocating: with overcommit a too-large cache "succeeds" and the process is killed when its
+    // pages are touched.
+    const uint64_t avail = available_memory_bytes();
+    if (avail > 0 && kv_bytes_ > avail)
+        throw Error(kv_cache_refusal(c, cache_type_, n_ctx_, p.n_seq, kv_bytes_, avail));
+    kv_alloc_.reset(static_cast<uint8_t*>(std::calloc(kv_bytes_ + 64, 1)));
+    if (!kv_alloc_) throw Error("out of memory allocating the KV cache (" + gib(kv_bytes_) + ")");
+    kv_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(kv_alloc_.get()) + 63) & ~uintptr_t(63));
     rope_tables(rope_inv_freq(c), n_ctx_, &rope_cos_, &rope_sin_);
     const size_t B = size_t(n_batch_), H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
     alloc(&x_, B * H, "activations");
@@ -259,10 +306,8 @@ void Context::check_tokens(const int32_t* tokens, int64_t n) const {
 
 void Context::reserve_scratch(int64_t T) {
     const LlamaConfig& c = model_.config();
-    const size_t scratch = size_t(thread_count()) *
-                           size_t(attention_scratch_per_thread(std::min(T, n_batch_),
-                                                               c.num_attention_heads / c.num_key_value_heads, n_ctx_,
-                                                               c.head_dim));
+    const size_t scratch = size_t(attention_scratch(std::min(T, n_batch_), c.num_attention_heads,
+                                                    c.num_key_value_heads, n_ctx_, c.head_dim, thread_count()));
     if (scratch_.size() < scratch) alloc(&scratch_, scratch, "attention scratch");
 }
 
@@ -321,7 +366,6 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
     const int64_t H = c.hidden_size, hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
     const int64_t qd = nh * hd, kvd = nkv * hd, F = c.intermediate_size, half = hd / 2;
     const float eps = float(c.rms_norm_eps);
-    const int64_t n_seq = int64_t(n_past_.size());
     // Each row's sequence and position.
     std::vector<int> row_seq(static_cast<size_t>(T));
     std::vector<int64_t> row_pos(static_cast<size_t>(T));
@@ -364,10 +408,6 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
             following = layer_jobs(l + 1);
             after_down = {following.qkv, 3};
         }
-        // sequence s's caches of this layer: key panels (see attention.h), values [nkv, n_ctx, hd]
-        auto Kc = [&](int s) { return &k_cache_[size_t((l * n_seq + s) * kvd * key_cache_positions(n_ctx_))]; };
-        auto Vc = [&](int s) { return &v_cache_[size_t((l * n_seq + s) * kvd * n_ctx_)]; };
-
         // Attention.
         rmsnorm(xn_.data(), x_.data(), DType::F32, L.input_layernorm.data, L.input_layernorm.dtype, T, H, eps);
         matmul_many(J.qkv, 3, xn_.data(), T, exact_, {J.o, 1});
@@ -377,16 +417,11 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
             const float* sn = &rope_sin_[size_t(pos * half)];
             rope_rotate_half(&q_[size_t(t * qd)], nh, hd, cs, sn);
             rope_rotate_half(&k_[size_t(t * kvd)], nkv, hd, cs, sn);
-            float *K = Kc(row_seq[size_t(t)]), *V = Vc(row_seq[size_t(t)]);
-            for (int64_t g = 0; g < nkv; ++g) {
-                const size_t src = size_t(t * kvd + g * hd);
-                store_key(K, &k_[src], g, pos, hd, n_ctx_);
-                std::copy_n(&v_[src], hd, V + size_t((g * n_ctx_ + pos) * hd));
-            }
+            store_kv(kv_view(l, row_seq[size_t(t)]), pos, &k_[size_t(t * kvd)], &v_[size_t(t * kvd)]);
         });
         for (const Span& sp : spans)
-            attention(&att_[size_t(sp.row0 * qd)], &q_[size_t(sp.row0 * qd)], Kc(sp.seq), Vc(sp.seq), sp.n,
-                      n_past_[size_t(sp.seq)], nh, nkv, hd, n_ctx_, scratch_.data());
+            attention(&att_[size_t(sp.row0 * qd)], &q_[size_t(sp.row0 * qd)], kv_view(l, sp.seq), sp.n,
+                      n_past_[size_t(sp.seq)], nh, scratch_.data());
         // Each product's input is checked before it is read: a quantized product turns a NaN or Inf in its input
         // into finite garbage (the activations' 8-bit blocks), and the logits with it.
         check_finite(att_.data(), T, qd, 0, row_seq, row_pos, l, "attention output");

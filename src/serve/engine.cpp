@@ -68,7 +68,7 @@ Engine::Engine(const Model& model, const Tokenizer& tok, std::vector<int32_t> st
       params_(p),
       trie_(std::make_shared<const TokenTrie>(tok, int32_t(model.config().vocab_size))),
       // exact: BF16 prefill keeps f32 activations, so a reply does not depend on how its tokens were batched
-      ctx_(model, ContextParams{p.n_ctx, std::max<int64_t>(p.prefill_chunk, p.slots), true, p.slots}) {
+      ctx_(model, ContextParams{p.n_ctx, std::max<int64_t>(p.prefill_chunk, p.slots), true, p.slots, p.cache_type}) {
     for (int i = 0; i < p.slots; ++i) {
         slots_.push_back(std::make_unique<Slot>());
         slots_.back()->seq = i;

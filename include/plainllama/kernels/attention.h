@@ -1,39 +1,36 @@
-// Causal grouped-query attention over a KV cache (a kernel: it knows heads, not the model).
+// Causal grouped-query attention over a KV cache (kv_cache.h; a kernel: it knows heads, not the model).
 #pragma once
 #include <cstdint>
 
 #include "plainllama/kernels/kernels.h"
+#include "plainllama/kernels/kv_cache.h"
 
 namespace plainllama {
 
-// The key cache holds each KV head's keys as the panels matmul reads (F32, see PackedMatrix in kernels.h), with
-// positions as rows: key j of KV head g is column j % kPanel of panel j / kPanel, so S = Q K^T runs on the cache
-// as it is (nothing repacked per call) and decoding streams it once.
-//   k_cache: [n_kv_heads, key_cache_positions(ctx) / kPanel, head_dim, kPanel]
-// Slots past the keys in use may hold anything: kernels read whole panels, but those lanes never reach a result.
-int64_t key_cache_positions(int64_t ctx);  // ctx rounded up to a whole panel
-inline int64_t key_cache_index(int64_t g, int64_t j, int64_t i, int64_t head_dim, int64_t ctx) {
-    return ((g * key_cache_positions(ctx) + j / kPanel * kPanel) * head_dim) + i * kPanel + j % kPanel;
-}
-// k_cache[g, j, :] = k[:]     k: [head_dim]
-void store_key(float* k_cache, const float* k, int64_t g, int64_t j, int64_t head_dim, int64_t ctx);
+// The summation order. Keys are cut into tiles of kKeyTile positions at fixed places (tile i: keys kKeyTile i ..
+// kKeyTile (i + 1) - 1). For each query row and each tile it sees, attention computes the tile's partial softmax state:
+// the scores s_j = q . k_j (one fma chain over head_dim, as matmul), m = max(s_j / sqrt(head_dim)), p_j = e^(s_j /
+// sqrt(head_dim) - m), l = sum p_j (the kernel's lanes), o = sum_j p_j v_j (one fma chain over the tile's keys in
+// order). The states of the tiles then fold left in tile order: M = max(m, m'), o = o e^(m - M) + o' e^(m' - M),
+// l likewise, and out = o / l. A prompt's token and the same token decoded alone see the same tiles and fold them the
+// same way, whichever thread computed which tile, so decode equals prefill bit for bit.
+constexpr int64_t kKeyTile = 256;
 
-// Floats of scratch one thread needs for up to T tokens' queries (group = query heads per KV head) against a
-// cache of ctx positions.
-int64_t attention_scratch_per_thread(int64_t T, int64_t group, int64_t ctx, int64_t head_dim);
+// Floats of scratch attention needs for up to T tokens' queries against a cache of ctx positions, with `threads`
+// threads.
+int64_t attention_scratch(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t ctx, int64_t head_dim,
+                          int64_t threads);
 
 // For T new tokens at positions pos0 .. pos0+T-1, whose keys and values are already in the cache:
 //   out[t, h, :] = sum_{j <= pos0+t} softmax_j(q[t, h, :] . K[g, j, :] / sqrt(head_dim)) V[g, j, :]
 // with g = h / (n_heads / n_kv_heads): consecutive query heads share one KV head.
-//   q, out: [T, n_heads, head_dim]     k_cache: key panels (above)     v_cache: [n_kv_heads, ctx, head_dim]
-//   scratch: [thread_count(), attention_scratch_per_thread(T, n_heads / n_kv_heads, ctx, head_dim)]
-// Per KV head and chunk of 32 tokens, over the group's query heads: S = Q K^T (matmul), softmax over each
-// row's own keys, then O = P V as one product over the keys before the chunk (matmul_nn) continued row by row
-// over the row's keys inside the chunk (gemv_acc), one fma chain per output. A later token of the chunk gets a
+//   q, out: [T, n_heads, head_dim]     scratch: attention_scratch(T, ..., thread_count()) floats
+// Work items are (chunk of 32 tokens, KV head, part of its query heads), flash-attention style: each goes over its
+// tiles of keys in order, S = Q K^T for one tile (never a [tokens x positions] matrix), its partial softmax and P V,
+// folded as above. Decode (T == 1) with several tiles splits a head's tiles over the threads (flash-decoding): each
+// tile's state is kept, and the calling thread folds them in order. Inside a tile, a later token of a chunk gets a
 // score in an earlier token's row of S, but it never enters that row's softmax or P V (an Inf or NaN in its K or V
-// cannot reach the earlier token), and decode (T == 1) runs the same code, so a token's output does not depend
-// on how the tokens were batched, bit for bit.
-void attention(float* out, const float* q, const float* k_cache, const float* v_cache, int64_t T, int64_t pos0,
-               int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, int64_t ctx, float* scratch);
+// cannot reach the earlier token).
+void attention(float* out, const float* q, const KvView& kv, int64_t T, int64_t pos0, int64_t n_heads, float* scratch);
 
 }  // namespace plainllama

@@ -142,5 +142,8 @@ enum class ReadWay { plain, prefetch_lines, prefetch_pages };
 // sum(p[0 .. n)) with the active kernels' vector loads, read `way`, on this thread: a bandwidth test's read (bench/).
 // p 64-byte aligned, n a multiple of 64; the order of the additions is the kernels' own.
 float sum_stream(const float* p, int64_t n, ReadWay way);
+// reps steps of independent multiply-add chains in registers with the active kernels' widest vectors, on this thread:
+// an FMA peak test's work (bench/). Returns the chains' sum; *ops: the operations done (a multiply-add counts two).
+float fma_burst(int64_t reps, double* ops);
 
 }  // namespace plainllama

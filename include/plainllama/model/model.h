@@ -3,14 +3,17 @@
 // token.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "plainllama/io/config.h"
 #include "plainllama/io/safetensors.h"
+#include "plainllama/kernels/kv_cache.h"
 #include "plainllama/model/quant_scheme.h"
 #include "plainllama/model/weights.h"
 #include "plainllama/sys/error.h"
@@ -74,7 +77,19 @@ struct ContextParams {
     int64_t n_batch = 512;  // most tokens per forward pass (longer inputs are split)
     bool exact = false;     // BF16 weights: keep prefill activations in f32 (see matmul in kernels.h)
     int n_seq = 1;          // sequences, each with its own KV cache of n_ctx positions (the server's slots)
+    // The KV cache's storage (kv_cache.h); unset: f32 when exact, else f16.
+    std::optional<CacheType> cache_type = std::nullopt;
 };
+
+// Bytes of KV cache one position takes (every layer's K and V), and a whole cache of n_ctx positions per sequence.
+size_t kv_bytes_per_position(const LlamaConfig& c, CacheType t);
+size_t kv_cache_bytes(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq = 1);
+// The line refusing a KV cache of `need` bytes where `avail` are available: the bytes of both, the largest -c (a
+// multiple of 256) that fits with this type, and a smaller type that fits at this -c.
+std::string kv_cache_refusal(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq, uint64_t need,
+                             uint64_t avail);
+// Bytes of memory a new allocation can take now: MemAvailable + SwapFree (/proc/meminfo); 0 when unknown.
+uint64_t available_memory_bytes();
 
 // One token of a batched step: sequence `seq` gets `token` at its next position.
 struct SeqToken {
@@ -122,7 +137,8 @@ public:
     void reset() {
         for (int s = 0; s < n_seq(); ++s) truncate(0, s);
     }
-    size_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+    size_t kv_bytes() const { return kv_bytes_; }
+    CacheType cache_type() const { return cache_type_; }
     const Model& model() const { return model_; }
 
 private:
@@ -145,9 +161,16 @@ private:
     int64_t n_ctx_ = 0, n_batch_ = 0;
     std::vector<int64_t> n_past_;  // [n_seq]
     bool exact_ = false;
-    // KV cache, per layer and sequence: keys as panels (see attention.h), values [num_key_value_heads, n_ctx,
-    // head_dim].
-    std::vector<float> k_cache_, v_cache_;
+    // KV cache, per layer and sequence (kv_cache.h): keys as panels, values [num_key_value_heads, n_ctx] rows, in
+    // one allocation of kv_bytes_ (zero pages from the system, touched as positions are stored).
+    struct Free {
+        void operator()(void* p) const { std::free(p); }
+    };
+    std::unique_ptr<uint8_t, Free> kv_alloc_;
+    uint8_t* kv_ = nullptr;  // 64-byte aligned, inside kv_alloc_
+    size_t kv_bytes_ = 0, k_layer_bytes_ = 0, v_layer_bytes_ = 0;  // the whole cache; one layer and sequence's K, V
+    CacheType cache_type_ = CacheType::f16;
+    KvView kv_view(int64_t layer, int seq) const;
     std::vector<float> rope_cos_, rope_sin_;  // [n_ctx, head_dim/2]
     // Activations for up to n_batch tokens.
     std::vector<float> x_;        // [n_batch, hidden_size] residual stream
@@ -158,7 +181,7 @@ private:
     std::vector<float> gate_;     // [n_batch, intermediate_size]
     std::vector<float> up_;       // [n_batch, intermediate_size]
     std::vector<float> proj_;     // [n_batch, hidden_size] o_proj / down_proj output
-    std::vector<float> scratch_;  // [threads, attention_scratch_per_thread(...)]
+    std::vector<float> scratch_;  // attention_scratch(...)
     std::vector<float> logits_;   // [tokens with logits, vocab_size]
 };
 

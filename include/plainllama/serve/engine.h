@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -83,6 +84,7 @@ struct EngineParams {
     int64_t n_ctx = 0;   // per slot (ContextParams::n_ctx)
     int queue = 64;      // jobs waiting for a slot at most
     int64_t prefill_chunk = 512;  // most prompt tokens evaluated in one turn
+    std::optional<CacheType> cache_type = std::nullopt;  // the KV cache's (ContextParams::cache_type)
     // Test hook (null in the server): called on the engine's thread after each turn (admission, a prompt chunk, a
     // batched step). While it blocks, every running job stays running: tests hold jobs open with it, not by timing.
     std::function<void()> after_turn;

@@ -225,6 +225,21 @@ float sum_stream(const float* p, int64_t n, ReadWay way) {
     return _mm_cvtss_f32(h);
 }
 
+// Twelve independent chains: more than the FMA units' latency times their count, so the units never wait.
+float fma_burst(int64_t reps, double* ops) {
+    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    __m256 a[12];
+    for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(1.0f + float(i));
+    for (int64_t r = 0; r < reps; ++r)
+        for (int i = 0; i < 12; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    for (int i = 1; i < 12; ++i) a[0] = _mm256_add_ps(a[0], a[i]);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(a[0]), _mm256_extractf128_ps(a[0], 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    *ops = double(reps) * 12 * 8 * 2;
+    return _mm_cvtss_f32(h);
+}
+
 // ---- quantized weights, decode, on the tiles of 16 interleaved rows (quant.h), as avx512.cpp's kernels on half
 // a tile at a time: each 64-byte chunk holds 4 weights of each of 16 rows, its first 32 bytes rows 0 .. 7 and its
 // last 32 rows 8 .. 15. Each row's integer sums in its own lane, then quant_dot.inc's float steps for the 8 rows in
@@ -452,6 +467,8 @@ constexpr Kernels kTable = {
     .sum_squares = sum_squares,
     .scale_mul = scale_mul,
     .softmax = softmax,
+    .exp_shifted = exp_shifted,
+    .scale_i8_rows = scale_i8_rows,
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
@@ -466,6 +483,7 @@ constexpr Kernels kTable = {
     .matvec_q4_k_x16 = matvec_q4_k_x16_v,
     .matvec_q6_k_x16 = matvec_q6_k_x16_v,
     .sum_stream = sum_stream,
+    .fma_burst = fma_burst,
 };
 
 }  // namespace

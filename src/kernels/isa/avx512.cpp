@@ -258,6 +258,22 @@ float sum_stream(const float* p, int64_t n, ReadWay way) {
     return s;
 }
 
+// Twelve independent chains: more than the FMA units' latency times their count, so the units never wait.
+float fma_burst(int64_t reps, double* ops) {
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    __m512 a[12];
+    for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(1.0f + float(i));
+    for (int64_t r = 0; r < reps; ++r)
+        for (int i = 0; i < 12; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    for (int i = 1; i < 12; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, a[0]);
+    float s = 0.0f;
+    for (float v : lanes) s += v;
+    *ops = double(reps) * 12 * 16 * 2;
+    return s;
+}
+
 constexpr Kernels kTable = {
     .name = "avx512",
     .has_tuning = true,
@@ -278,6 +294,8 @@ constexpr Kernels kTable = {
     .sum_squares = sum_squares,
     .scale_mul = scale_mul,
     .softmax = softmax,
+    .exp_shifted = exp_shifted,
+    .scale_i8_rows = scale_i8_rows,
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
@@ -292,6 +310,7 @@ constexpr Kernels kTable = {
     .matvec_q4_k_x16 = avx512::matvec_q4_k_x16,
     .matvec_q6_k_x16 = avx512::matvec_q6_k_x16,
     .sum_stream = sum_stream,
+    .fma_burst = fma_burst,
 };
 
 constexpr Kernels with_bf16_dot(Kernels k) {

@@ -103,6 +103,10 @@ struct Kernels {
     double (*sum_squares)(const float* x, int64_t n) = {};                                 // in double
     void (*scale_mul)(float* y, const float* x, float s, const float* w, int64_t n) = {};  // y = x * s * w
     void (*softmax)(float* x, int64_t n, float scale) = {};
+    // x = e^(scale x - m), m = max(scale x) into *max; returns the sum of the new x.
+    float (*exp_shifted)(float* x, int64_t n, float scale, float* max) = {};
+    // out[r][j] = q[r][j] * d[j], r < rows, j < 32 (a q8_0 key panel's block, exactly).
+    void (*scale_i8_rows)(float* out, const int8_t* q, const float* d, int64_t rows) = {};
     void (*silu_mul)(float* g, const float* u, int64_t n) = {};
     void (*add)(float* y, const float* x, int64_t n) = {};
     void (*rope_rotate_half)(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) = {};
@@ -131,6 +135,10 @@ struct Kernels {
     // with plain loads alone, with the float decode kernels' prefetch of every line (prefetch_ahead), or with a
     // prefetch of each 4 KiB page's first line (prefetch_page_start; the scalar table reads the same way in all three).
     float (*sum_stream)(const float* p, int64_t n, ReadWay way) = {};
+    // reps steps of independent fused multiply-add chains held in registers, for the FMA peak test: the sum of the
+    // chains, and the floating-point operations done (a multiply-add counts two) into *ops (the scalar table:
+    // a multiply, then an add).
+    float (*fma_burst)(int64_t reps, double* ops) = {};
 };
 
 // A table of register tiles {nullptr, f<1, ...>, ..., f<kMRMax, ...>} from a micro-kernel template f<MR, ...>.

@@ -77,6 +77,18 @@ float sum_stream(const float* p, int64_t n, ReadWay) {
     return s;
 }
 
+// Eight independent chains of a multiply, then an add (the compiler may pair them into vector instructions).
+float fma_burst(int64_t reps, double* ops) {
+    float a[8];
+    for (int i = 0; i < 8; ++i) a[i] = 1.0f + float(i);
+    for (int64_t r = 0; r < reps; ++r)
+        for (int i = 0; i < 8; ++i) a[i] = a[i] * 0.999999f + 1e-7f;
+    float s = 0.0f;
+    for (float v : a) s += v;
+    *ops = double(reps) * 8 * 2;
+    return s;
+}
+
 constexpr Kernels kTable = {
     .name = "scalar",
     .tile_f32 = PL_TILES(micro_tile),
@@ -93,6 +105,8 @@ constexpr Kernels kTable = {
     .sum_squares = sum_squares,
     .scale_mul = scale_mul,
     .softmax = softmax,
+    .exp_shifted = exp_shifted,
+    .scale_i8_rows = scale_i8_rows,
     .silu_mul = silu_mul,
     .add = add,
     .rope_rotate_half = rope_rotate_half,
@@ -107,6 +121,7 @@ constexpr Kernels kTable = {
     .matvec_q4_k_x16 = matvec_q4_k_x16,
     .matvec_q6_k_x16 = matvec_q6_k_x16,
     .sum_stream = sum_stream,
+    .fma_burst = fma_burst,
 };
 
 }  // namespace
