@@ -34,13 +34,13 @@ ApiError wrong_type(const std::string& field, const char* want, const In& v) {
 }
 
 // The field's value when present and not null.
-const json* field(const In& body, const char* name) {
+const In* field(const In& body, const char* name) {
     const auto it = body.find(name);
     return it == body.end() || it->is_null() ? nullptr : &*it;
 }
 
 double number(const In& body, const char* name, double lo, double hi, double fallback) {
-    const json* v = field(body, name);
+    const In* v = field(body, name);
     if (!v) return fallback;
     if (!v->is_number()) throw wrong_type(name, "a number", *v);
     const double x = v->get<double>();
@@ -52,7 +52,7 @@ double number(const In& body, const char* name, double lo, double hi, double fal
 }
 
 int64_t integer(const In& body, const char* name, int64_t lo, int64_t hi, int64_t fallback) {
-    const json* v = field(body, name);
+    const In* v = field(body, name);
     if (!v) return fallback;
     if (!v->is_number_integer() && !(v->is_number_float() && v->get<double>() == std::floor(v->get<double>())))
         throw bad_request("'" + std::string(name) + "' must be an integer, not " + v->dump(), name);
@@ -68,7 +68,7 @@ int64_t integer(const In& body, const char* name, int64_t lo, int64_t hi, int64_
 }
 
 bool boolean(const In& body, const char* name) {
-    const json* v = field(body, name);
+    const In* v = field(body, name);
     if (!v) return false;
     if (!v->is_boolean()) throw wrong_type(name, "a boolean", *v);
     return v->get<bool>();
