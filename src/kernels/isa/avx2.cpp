@@ -462,9 +462,15 @@ constexpr Kernels kTable = {
     .matvec_q8_0 = matvec_q8_0,
     .matvec_q4_k = matvec_q4_k,
     .matvec_q6_k = matvec_q6_k,
+    .matvec_q4_0 = matvec_q4_0,
+    .matvec_q5_0 = matvec_q5_0,
+    .matvec_q5_k = matvec_q5_k,
     .matvec_q8_0_x16 = matvec_q8_0_x16_v,
     .matvec_q4_k_x16 = matvec_q4_k_x16_v,
     .matvec_q6_k_x16 = matvec_q6_k_x16_v,
+    .matvec_q4_0_x16 = matvec_q4_0_x16,
+    .matvec_q5_0_x16 = matvec_q5_0_x16,
+    .matvec_q5_k_x16 = matvec_q5_k_x16,
     .sum_stream = sum_stream,
 };
 
