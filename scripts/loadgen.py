@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Load generator for an OpenAI-compatible server (`plainllama serve`): K concurrent streaming chat clients.
+"""Load generator for an OpenAI-compatible server (`plainllama serve`): K concurrent chat clients.
 
-Each of K threads sends streamed chat completions back to back (temperature 0, max_tokens, with
-stream_options.include_usage) until N requests are done in all, and times every stream: time to first token
+Each of K threads sends chat completions back to back (temperature 0, max_tokens; streamed with
+stream_options.include_usage, or with --mode plain or mixed not streamed, or every other one) until N requests are
+done in all, and times every stream: time to first token
 (the first content delta), total latency, and decode speed (tokens after the first / time from the first
 content delta to the last). Reported: aggregate generated tok/s (completion tokens from the usage chunks / wall
 time of the whole run), TTFT and latency median and p95, per-stream decode tok/s median.
@@ -10,8 +11,10 @@ time of the whole run), TTFT and latency median and p95, per-stream decode tok/s
     scripts/loadgen.py --url http://127.0.0.1:8080 -k 4 -n 32
     scripts/loadgen.py --url http://127.0.0.1:8080 --api-key KEY -k 8 -n 64 --max-tokens 128 --prompt-tokens 200 --json
 
-Errors (an HTTP status other than 200, a stream that breaks or ends without `data: [DONE]`) are counted and
-reported; the exit status is then 1.
+Errors are counted by kind and reported, and the exit status is then 1: an HTTP status other than 200 ("http 502"),
+no response at all ("connection"), a stream that breaks, carries an error event or ends without `data: [DONE]` or
+without a finish_reason, and a response body that is not a whole completion ("stream cut", "bad response"). A reply
+cut short never counts as a success.
 """
 import argparse
 import http.client
@@ -60,20 +63,31 @@ class Target:
         return "default"
 
 
-def one_request(target, body):
-    """One streamed chat completion; a dict of timings and counts, or {"error": "..."}."""
+def failed(kind, detail, **extra):
+    return {"error": f"{kind}: {detail}", "kind": kind, **extra}
+
+
+def one_request(target, body, stream=True):
+    """One chat completion, streamed or not; a dict of timings and counts, or one with "error" and its "kind"."""
     t0 = time.perf_counter()
     conn = target.connect()
     try:
-        conn.request("POST", target.base + "/chat/completions", body=body, headers=target.headers)
-        resp = conn.getresponse()
+        try:
+            conn.request("POST", target.base + "/chat/completions", body=body, headers=target.headers)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            return failed("connection", f"{type(e).__name__}: {e}")
         if resp.status != 200:
             text = resp.read(500).decode("utf-8", errors="replace").strip()
-            return {"error": f"HTTP {resp.status}: {text}"}
+            return failed(f"http {resp.status}", text[:300], status=resp.status)
+        if not stream:
+            return whole_reply(resp, t0)
         first = last = None
         deltas = 0
         usage = None
         done = False
+        finish = None
+        text = []
         data = []
         while True:
             line = resp.readline()
@@ -91,28 +105,49 @@ def one_request(target, body):
                 break
             chunk = json.loads(payload)
             if "error" in chunk:
-                return {"error": f"error event: {json.dumps(chunk['error'])[:300]}"}
+                return failed("stream cut", f"error event {json.dumps(chunk['error'])[:300]}", got=len(text))
             if chunk.get("usage"):
                 usage = chunk["usage"]
             for choice in chunk.get("choices") or []:
-                if (choice.get("delta") or {}).get("content"):
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
                     now = time.perf_counter()
                     first = first if first is not None else now
                     last = now
                     deltas += 1
+                    text.append(piece)
+                finish = choice.get("finish_reason") or finish
         end = time.perf_counter()
-        if not done:
-            return {"error": "the stream ended without data: [DONE]"}
+        if not done or not finish:
+            return failed("stream cut", "the stream ended without " + ("data: [DONE]" if not done else "a finish_reason"),
+                          got=len(text))
         if first is None:
-            return {"error": "no content in the stream"}
+            return failed("bad response", "no content in the stream")
         tokens = usage["completion_tokens"] if usage else deltas
         decode = (tokens - 1) / (last - first) if tokens > 1 and last > first else None
         return {"ttft": first - t0, "latency": end - t0, "tokens": tokens, "decode_tok_s": decode,
-                "prompt_tokens": usage.get("prompt_tokens") if usage else None, "usage": usage is not None}
+                "prompt_tokens": usage.get("prompt_tokens") if usage else None, "usage": usage is not None,
+                "finish_reason": finish, "text": "".join(text), "stream": True}
     except (OSError, ValueError, KeyError, TypeError, http.client.HTTPException) as e:
-        return {"error": f"{type(e).__name__}: {e}"}
+        return failed("stream cut", f"{type(e).__name__}: {e}")
     finally:
         conn.close()
+
+
+def whole_reply(resp, t0):
+    """A non-streamed response read whole: a completion with its finish_reason and usage, else an error."""
+    try:
+        reply = json.loads(resp.read())
+        choice = reply["choices"][0]
+        text, finish, usage = choice["message"]["content"], choice["finish_reason"], reply["usage"]
+        if not isinstance(text, str) or not finish or not isinstance(usage.get("completion_tokens"), int):
+            raise ValueError("no content, finish_reason or usage")
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError, http.client.HTTPException) as e:
+        return failed("bad response", f"{type(e).__name__}: {e}")
+    latency = time.perf_counter() - t0
+    return {"ttft": None, "latency": latency, "tokens": usage["completion_tokens"], "decode_tok_s": None,
+            "prompt_tokens": usage.get("prompt_tokens"), "usage": True, "finish_reason": finish, "text": text,
+            "stream": False}
 
 
 def p95(values):
@@ -126,10 +161,15 @@ def run(args):
     model = args.model or target.model()
     prompt = args.prompt if args.prompt is not None else \
         (SENTENCE * max(1, round(args.prompt_tokens / 10)))[:-1]
+    def streams(i):
+        return args.mode == "stream" or (args.mode == "mixed" and i % 2 == 1)
+
     def body(i):  # each request's prompt starts differently: no request finds another's prompt in a slot's cache
-        return json.dumps({"model": model, "messages": [{"role": "user", "content": f"{i}. {prompt}"}],
-                           "max_tokens": args.max_tokens, "temperature": 0, "stream": True,
-                           "stream_options": {"include_usage": True}}).encode()
+        b = {"model": model, "messages": [{"role": "user", "content": f"{i}. {prompt}"}],
+             "max_tokens": args.max_tokens, "temperature": 0}
+        if streams(i):
+            b.update(stream=True, stream_options={"include_usage": True})
+        return json.dumps(b).encode()
     results, lock = [], threading.Lock()
     next_index = [0]
     stop = threading.Event()
@@ -141,7 +181,8 @@ def run(args):
                     return
                 next_index[0] += 1
                 i = next_index[0]
-            r = one_request(target, body(i))
+            r = one_request(target, body(i), streams(i))
+            r["index"], r["stream"] = i, streams(i)
             with lock:
                 results.append(r)
 
@@ -180,19 +221,24 @@ def run(args):
 def summarize(args, model, prompt, results, wall):
     ok = [r for r in results if "error" not in r]
     errors = [r["error"] for r in results if "error" in r]
+    kinds = {}
+    for r in results:
+        if "error" in r:
+            kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
     tokens = sum(r["tokens"] for r in ok)
     decode = [r["decode_tok_s"] for r in ok if r["decode_tok_s"] is not None]
     prompt_tokens = [r["prompt_tokens"] for r in ok if r["prompt_tokens"] is not None]
 
     def stats(key):
-        v = [r[key] * 1000 for r in ok]
+        v = [r[key] * 1000 for r in ok if r[key] is not None]
         return {"median": round(statistics.median(v), 2), "p95": round(p95(v), 2)} if v else None
 
-    return {
-        "url": args.url, "model": model, "concurrency": args.concurrency, "max_tokens": args.max_tokens,
+    rep = {
+        "url": args.url, "model": model, "mode": args.mode, "concurrency": args.concurrency,
+        "max_tokens": args.max_tokens,
         "prompt_chars": len(prompt),
         "prompt_tokens": statistics.median(prompt_tokens) if prompt_tokens else None,
-        "requests": len(results), "ok": len(ok), "errors": len(errors),
+        "requests": len(results), "ok": len(ok), "errors": len(errors), "errors_by_kind": kinds,
         "error_samples": sorted(set(errors))[:5],
         "wall_s": round(wall, 3), "completion_tokens": tokens,
         "tokens_per_s": round(tokens / wall, 2) if wall > 0 else 0.0,
@@ -200,6 +246,10 @@ def summarize(args, model, prompt, results, wall):
         "decode_tok_s_median": round(statistics.median(decode), 2) if decode else None,
         "usage_missing": sum(1 for r in ok if not r["usage"]),
     }
+    if args.per_request:  # each request's outcome, in the order they ended
+        rep["results"] = [{k: r.get(k) for k in ("index", "stream", "error", "kind", "status", "tokens",
+                                                  "finish_reason", "text", "got") if k in r} for r in results]
+    return rep
 
 
 def fmt(v):
@@ -221,6 +271,8 @@ def print_table(rep):
     print(f"| decode tok/s per stream | {fmt(rep['decode_tok_s_median'])} | |")
     if rep["usage_missing"]:
         print(f"\nnote: {rep['usage_missing']} streams had no usage chunk: their tokens are counted as content deltas")
+    if rep["errors_by_kind"]:
+        print("\nerrors: " + ", ".join(f"{k} {n}" for k, n in sorted(rep["errors_by_kind"].items())))
     for e in rep["error_samples"]:
         print(f"error: {e}")
 
@@ -243,7 +295,11 @@ def main():
                          "e.g. time to first token with 3 other streams busy is -k 1 --background 3")
     ap.add_argument("--background-max-tokens", type=int, default=2048,
                     help="max_tokens of each background request (default 2048)")
+    ap.add_argument("--mode", choices=("stream", "plain", "mixed"), default="stream",
+                    help="streamed requests, non-streamed ones, or every other one (default stream)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ap.add_argument("--per-request", action="store_true",
+                    help="with --json: each request's outcome too (its text, tokens, finish_reason or error)")
     args = ap.parse_args()
     if args.concurrency < 1 or args.requests < 1 or args.max_tokens < 1:
         ap.error("-k, -n and --max-tokens must be at least 1")

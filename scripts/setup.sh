@@ -4,10 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The tests also need python3-numpy (script tests), qemu-user (the binary on emulated older CPUs) and curl
-# (models/fetch.sh against a local fake hub).
+# The tests also need python3-numpy (script tests), qemu-user (the binary on emulated older CPUs), curl
+# (models/fetch.sh against a local fake hub), chromium (the chat page in a browser) and nginx (the scale-out test
+# runs its own nginx from a temporary folder; on a machine with systemd, Debian's package also starts its default
+# site: `systemctl disable --now nginx` stops it).
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev nlohmann-json3-dev libsentencepiece-dev libonig-dev
-          libedit-dev libgtest-dev libbenchmark-dev python3 python3-numpy qemu-user curl)
+          libedit-dev libgtest-dev libbenchmark-dev python3 python3-numpy qemu-user curl chromium nginx)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,7 +23,8 @@ if ((${#missing[@]})); then
 fi
 
 # The server's client test runs the `openai` package from the npm registry with Node.js (Debian's nodejs and npm
-# when node is missing), installed into tests/openai/node_modules (git-ignored).
+# when node is missing), installed into tests/openai/node_modules (git-ignored); the chat page's browser test and
+# the /metrics test run puppeteer-core and a Prometheus text-format parser from tests/web/node_modules.
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "setup: installing nodejs npm" >&2
   sudo=""
@@ -29,9 +32,13 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
 fi
-if [[ ! -d tests/openai/node_modules/openai ]]; then
-  (cd tests/openai && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null)
-fi
+for dir in tests/openai tests/web; do
+  # installed again when package.json changes (a pinned version moved)
+  if ! cmp -s "$dir/package.json" "$dir/node_modules/.package.json" 2>/dev/null; then
+    (cd "$dir" && npm install --no-audit --no-fund --no-package-lock --loglevel=error >/dev/null)
+    cp "$dir/package.json" "$dir/node_modules/.package.json"
+  fi
+done
 # The GGUF test runs llama.cpp itself: node-llama-cpp (tests/llama_cpp/package.json) with its prebuilt CPU build for
 # linux-x64 only, into tests/llama_cpp/node_modules (git-ignored, 83 MB). --omit=optional leaves out the other
 # prebuilt builds (CUDA, Vulkan, other platforms); --ignore-scripts skips its postinstall, which would look for a GPU

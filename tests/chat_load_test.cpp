@@ -26,6 +26,7 @@ class CountingTokenizer : public Tokenizer {
     }
     std::string decode(const std::vector<int32_t>& ids) const override { return t_.decode(ids); }
     std::string piece(int32_t id) const override { return t_.piece(id); }
+    std::string token_bytes(int32_t id) const override { return t_.token_bytes(id); }
     int32_t piece_to_id(const std::string& p) const override { return t_.piece_to_id(p); }
     int32_t vocab_size() const override { return t_.vocab_size(); }
     int32_t bos_id() const override { return t_.bos_id(); }

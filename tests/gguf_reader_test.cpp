@@ -309,6 +309,25 @@ TEST(GgufSplit, PartsLoadAsOneModel) {
                           "one.gguf: 'split.count' is 3 but 1 parts were given (give the first part"));
 }
 
+TEST(GgufSplit, OnlyNamesOfTheSplitPatternAreSplitSets) {
+    test::TempDir tmp;
+    for (const char* name : {"m-00001-of-00002.gguf", "m-00002-of-00002.gguf", "m-0001-of-00002.gguf",
+                             "m-00001-of-0002.gguf", "m-0000a-of-00002.gguf", "m-00001_of-00002.gguf",
+                             "m-00001-of-00002.ggml", "00001-of-00002.gguf"})
+        test::write_file(tmp / name, "GGUF");
+    // not of the pattern: the file alone
+    for (const char* name : {"m-0001-of-00002.gguf", "m-00001-of-0002.gguf", "m-0000a-of-00002.gguf",
+                             "m-00001_of-00002.gguf", "00001-of-00002.gguf", "plain.gguf"})
+        EXPECT_EQ(gguf_parts(tmp / name), std::vector<std::filesystem::path>{tmp / name}) << name;
+    const std::vector<std::filesystem::path> both{tmp / "m-00001-of-00002.gguf", tmp / "m-00002-of-00002.gguf"};
+    EXPECT_EQ(gguf_parts(tmp / "m-00002-of-00002.gguf"), both);
+    EXPECT_TRUE(HasSubstr(error_of([&] { gguf_parts(tmp / "m-00003-of-00002.gguf"); }),
+                          "m-00003-of-00002.gguf: a split GGUF's name must be NAME-0000K-of-0000N.gguf"));
+    EXPECT_TRUE(HasSubstr(error_of([&] { gguf_parts(tmp / "m-00000-of-00000.gguf"); }), "1 <= K <= N"));
+    EXPECT_TRUE(HasSubstr(error_of([&] { gguf_parts(tmp / "x-00001-of-00003.gguf"); }),
+                          "x-00001-of-00003.gguf: missing (part 1 of the 3"));
+}
+
 TEST(GgufSplit, AFolderWithSeveralGgufFilesIsAnError) {
     test::TempDir tmp;
     EXPECT_FALSE(is_gguf_model(tmp.path()));

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "plainllama/run/grammar_constraint.h"
 #include "plainllama/run/sampler.h"
 #include "plainllama/sys/error.h"
 
@@ -472,6 +473,43 @@ TEST(Sampler, OddLogitsDoNotCrash) {
     Sampler s(p);
     const std::vector<float> l = {-inf, 1.0f, -inf};
     for (int i = 0; i < 100; ++i) EXPECT_EQ(s.sample(l.data(), 3, {}), 1);
+}
+
+// A mask of allowed tokens (constrained decoding): the same as -inf logits for the others, greedy and sampled, the
+// repetition penalty applied as before; a mask that allows nothing, or of the wrong size, is an error.
+TEST(Sampler, MaskEqualsMinusInfinityForTheOthers) {
+    const size_t n = 300;
+    const std::vector<float> logits = random_logits(n, 11, 2.0f);
+    TokenMask mask;
+    mask.clear(int32_t(n));
+    std::vector<float> masked(n, -INFINITY);
+    for (size_t i = 0; i < n; i += 7) {
+        mask.set(int32_t(i));
+        masked[i] = logits[i];
+    }
+    const std::vector<int32_t> history = {0, 7, 14, 3, 21};
+    for (float temp : {0.0f, 0.7f, 1.5f}) {
+        SamplerParams p;
+        p.temp = temp;
+        p.top_k = 20;
+        p.repeat_penalty = 1.3f;
+        p.seed = 5;
+        Sampler with_mask(p), with_inf(p);
+        for (int i = 0; i < 200; ++i) {
+            const int32_t a = with_mask.sample(logits.data(), int32_t(n), history, &mask);
+            const int32_t b = with_inf.sample(masked.data(), int32_t(n), history);
+            ASSERT_EQ(a, b) << "temp " << temp << ", draw " << i;
+            ASSERT_TRUE(mask.test(a));
+        }
+    }
+    TokenMask none;
+    none.clear(int32_t(n));
+    Sampler s(plain_params(1.0f));
+    EXPECT_THROW(s.sample(logits.data(), int32_t(n), {}, &none), Error);
+    TokenMask small;
+    small.clear(int32_t(n - 1));
+    small.set(0);
+    EXPECT_THROW(s.sample(logits.data(), int32_t(n), {}, &small), Error);
 }
 
 }  // namespace

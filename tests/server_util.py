@@ -331,13 +331,13 @@ def abort(conn, resp):
 
 
 
-def make_slow_model(folder):
-    """A LLaMA folder whose every token costs reading some 200 MB of weights (hidden 1024, FFN 2816, 4 layers, F32,
+def make_slow_model(folder, layers=4):
+    """A LLaMA folder whose every token costs reading some 50 MB of weights per layer (hidden 1024, FFN 2816, F32,
     context 4096), so that a long reply takes seconds on any machine: tests catch it generating without relying on
-    timing. The layers' matrices are all zero (holes in a sparse file: written in an instant), the embeddings and
+    timing. The layers' matrices are all zero (written out: memory to read, as real weights are), the embeddings and
     norms all one, and lm_head one only in the row of " the" (id 265 of stories260K's tokenizer, copied in): the
     reply is " the" over and over, never an end of text, whatever the kernels and the sampling."""
-    hidden, ffn, layers, heads, vocab, token = 1024, 2816, 4, 8, 512, 265
+    hidden, ffn, heads, vocab, token = 1024, 2816, 8, 512, 265
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
@@ -365,18 +365,20 @@ def make_slow_model(folder):
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     one = struct.pack("<f", 1.0)
+    zeros = bytes(16 << 20)
     with open(os.path.join(folder, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text)
-        base = f.tell()
         for name, shape, kind in specs:
-            begin = base + header[name]["data_offsets"][0]
+            n = math.prod(shape)
             if kind == "ones":
-                f.seek(begin)
-                f.write(one * math.prod(shape))
+                f.write(one * n)
             elif kind == "row":
-                f.seek(begin + 4 * token * shape[1])
-                f.write(one * shape[1])
-        f.truncate(base + pos)
+                f.write(bytes(4 * token * shape[1]) + one * shape[1] + bytes(4 * (n - (token + 1) * shape[1])))
+            else:
+                # written, not left as a hole: a hole reads as one shared page of zeros, from the cache, and the
+                # model would be fast
+                for at in range(0, 4 * n, len(zeros)):
+                    f.write(zeros[:min(len(zeros), 4 * n - at)])
     return folder
 
 

@@ -5,7 +5,7 @@ SIGTERM during a stream (new requests 503, /health "shutting down", the stream c
 error event, exit 0), a second signal ending the drain at once; SIGINT when idle; a model that does not load.
 
 stories260K writes a whole reply in a few milliseconds, too fast to catch in the middle without timing. These tests
-use a model built for them (server_util.make_slow_model: ~200 MB of zero weights read per token, a reply of " the"
+use a model built for them (server_util.make_slow_model: ~400 MB of zero weights read per token, a reply of " the"
 repeated, no end of text), so that a reply of a few thousand tokens lasts well over 10 s on any machine; the tests
 wait for signs (a log line, a first token, a 503) and never for a fixed time. The loading state is held by the
 server's own stderr: a pipe filled to the brim before it starts, so that the server, listening already, blocks on
@@ -39,7 +39,8 @@ LONG = 4000  # tokens asked for a reply that outlasts every wait here (the slow 
 
 def setUpModule():
     global SLOW_DIR
-    SLOW_DIR = make_slow_model(os.path.join(tempfile.mkdtemp(prefix="plainllama-slow-"), "slow"))
+    # 8 layers: a 4,000-token reply reads some 1.6 TB, more than any machine reads within the 10 s drain
+    SLOW_DIR = make_slow_model(os.path.join(tempfile.mkdtemp(prefix="plainllama-slow-"), "slow"), layers=8)
 
 
 def tearDownModule():

@@ -11,6 +11,7 @@
 #include "common.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/bench/read_bandwidth.h"
+#include "plainllama/run/grammar_constraint.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 
@@ -90,6 +91,89 @@ void print_table(const std::vector<std::vector<std::string>>& rows, const std::v
     for (size_t i = 1; i < rows.size(); ++i) line(rows[i]);
 }
 
+// Constrained against free decoding, whole steps timed: the rate of each run, and the parts of a constrained step.
+struct GrammarTimes {
+    std::vector<double> with_tps, without_tps;
+    double step_us = 0, walk_us = 0, walk_max_us = 0, cached_us = 0, sample_us = 0, sample_free_us = 0, accept_us = 0;
+    int64_t walks = 0, cached = 0, completions = 0;
+};
+
+GrammarTimes time_grammar(const Tokenizer& tok, const std::vector<int32_t>& stop_ids,
+                          const std::shared_ptr<const Grammar>& grammar, Context& ctx, int64_t P, int64_t N, int runs,
+                          std::mt19937& rng, bool quiet) {
+    const int32_t V = int32_t(ctx.model().config().vocab_size);
+    const auto trie = std::make_shared<const TokenTrie>(tok, V);
+    std::uniform_int_distribution<int32_t> id(0, V - 1);
+    SamplerParams greedy;
+    greedy.temp = 0;
+    GrammarTimes g;
+    double walk_s = 0, cached_s = 0, sample_s = 0, free_sample_s = 0, accept_s = 0, step_s = 0;
+    int64_t steps = 0;
+    for (int r = 0; r < runs; ++r) {
+        std::vector<int32_t> prompt(static_cast<size_t>(P));  // [P]
+        for (int32_t& t : prompt) t = id(rng);
+        for (int pass = 0; pass < 2; ++pass) {
+            const bool constrained = (pass + r) % 2 == 1;  // the order alternates between runs
+            GrammarConstraint c(grammar, trie, stop_ids);
+            Sampler sampler(greedy);
+            std::vector<int32_t> history = prompt;
+            ctx.reset();
+            const float* logits = ctx.eval(prompt, /*all_logits=*/false);
+            double total = 0;
+            for (int64_t i = 0; i < N; ++i) {
+                const double t0 = now_seconds();
+                int32_t tok;
+                if (constrained) {
+                    const int64_t walked = c.masks_computed();
+                    const TokenMask& m = c.allowed();
+                    const double t1 = now_seconds();
+                    (c.masks_computed() > walked ? walk_s : cached_s) += t1 - t0;
+                    if (c.masks_computed() > walked) g.walk_max_us = std::max(g.walk_max_us, (t1 - t0) * 1e6);
+                    tok = sampler.sample(logits, V, history, &m);
+                    const double t2 = now_seconds();
+                    sample_s += t2 - t1;
+                    if (std::find(stop_ids.begin(), stop_ids.end(), tok) != stop_ids.end()) {
+                        c.reset();
+                        ++g.completions;
+                    } else {
+                        c.accept(tok);
+                        if (c.must_end()) {
+                            c.reset();
+                            ++g.completions;
+                        }
+                    }
+                    accept_s += now_seconds() - t2;
+                } else {
+                    const double t1 = now_seconds();
+                    tok = sampler.sample(logits, V, history);
+                    free_sample_s += now_seconds() - t1;
+                }
+                history.push_back(tok);
+                if (ctx.n_past() >= ctx.n_ctx()) break;
+                logits = ctx.eval(&tok, 1);
+                total += now_seconds() - t0;
+            }
+            (constrained ? g.with_tps : g.without_tps).push_back(double(N) / total);
+            if (constrained) {
+                g.walks += c.masks_computed();
+                g.cached += c.masks_cached();
+                step_s += total;
+                steps += N;
+            }
+        }
+        if (!quiet)
+            std::fprintf(stderr, "grammar run %d/%d: tg%lld %.2f t/s constrained, %.2f free\n", r + 1, runs,
+                         (long long)N, g.with_tps.back(), g.without_tps.back());
+    }
+    g.step_us = steps ? step_s / double(steps) * 1e6 : 0;
+    g.walk_us = g.walks ? walk_s / double(g.walks) * 1e6 : 0;
+    g.cached_us = g.cached ? cached_s / double(g.cached) * 1e6 : 0;
+    g.sample_us = steps ? sample_s / double(steps) * 1e6 : 0;
+    g.sample_free_us = steps ? free_sample_s / double(steps) * 1e6 : 0;
+    g.accept_us = steps ? accept_s / double(steps) * 1e6 : 0;
+    return g;
+}
+
 }  // namespace
 
 Run add_bench(CLI::App& app) {
@@ -99,6 +183,7 @@ Run add_bench(CLI::App& app) {
         int64_t n_prompt = 128, n_gen = 32;
         int runs = 5;
         bool json = false;
+        std::string json_schema, grammar;
     };
     auto o = std::make_shared<Opts>();
     add_model_options(cmd, o->m);
@@ -113,6 +198,10 @@ Run add_bench(CLI::App& app) {
         ->transform(int_range(1, 1 << 20))
         ->capture_default_str();
     cmd->add_flag("--json", o->json, "Print one JSON object instead of the table");
+    auto* schema_opt = cmd->add_option("--json-schema", o->json_schema,
+                                       "Also time tg with this JSON Schema's grammar against tg without, in turn");
+    cmd->add_option("--grammar", o->grammar, "Also time tg with this GBNF grammar against tg without, in turn")
+        ->excludes(schema_opt);
     cmd->footer(
         "Each run: reset, pp = one eval of -p random token ids, then tg = -n single-token evals (argmax fed\n"
         "back; only the evals are timed), after a warm-up. tg GB/s = (weight bytes + KV cache bytes read)\n"
@@ -120,9 +209,13 @@ Run add_bench(CLI::App& app) {
         "machine (each pass reads three times: plain loads, a prefetch of every line, a prefetch of each\n"
         "4 KiB page's first line; the fastest counts): over a token's bytes (at most the test's buffer)\n"
         "after each token when they exceed the last-level cache (so each token starts with the caches as\n"
-        "the test left them), else one pass before the runs and one after each.");
+        "the test left them), else one pass before the runs and one after each.\n"
+        "With --json-schema or --grammar, each run then times -n whole decode steps twice, in turn: free\n"
+        "(eval, greedy sampling) and constrained (eval, the grammar's mask, greedy sampling within it, the\n"
+        "grammar taking the token; a complete grammar starts again), from a new constraint each run.");
     return [o] {
         const int64_t P = o->n_prompt, N = o->n_gen;
+        const std::shared_ptr<const Grammar> grammar = load_grammar(o->json_schema, o->grammar);
         Loaded l = load(o->m);
         const LlamaConfig& c = l.model->config();
         const bool quiet = o->m.quiet;
@@ -210,6 +303,8 @@ Run add_bench(CLI::App& app) {
                 }
             }
         }  // the test's buffer freed before the resident set is read
+        const GrammarTimes gt = grammar ? time_grammar(*l.tokenizer, l.stop_ids, grammar, ctx, P, N, o->runs, rng, quiet)
+                                        : GrammarTimes{};
         const size_t rss = resident_set_bytes();
         const Stats pp = stats(pp_tps), tg = stats(tg_tps), bw_stats = stats(bw_passes);
         const double tg_gbs = bytes_per_token * tg.mean / 1e9, bw = bw_stats.mean;
@@ -246,6 +341,25 @@ Run add_bench(CLI::App& app) {
                                 {"bandwidth_pass_bytes", pass_bytes},
                                 {"pp", {{"n", P}, {"tok_s", pp.mean}, {"stdev", pp.stdev}}},
                                 {"tg", {{"n", N}, {"tok_s", tg.mean}, {"stdev", tg.stdev}, {"gb_s", tg_gbs}}}};
+            if (grammar) {
+                const Stats with = stats(gt.with_tps), without = stats(gt.without_tps);
+                j["grammar"] = {{"file", o->json_schema.empty() ? o->grammar : o->json_schema},
+                                {"tg_tok_s", with.mean},
+                                {"tg_stdev", with.stdev},
+                                {"tg_free_tok_s", without.mean},
+                                {"tg_free_stdev", without.stdev},
+                                {"ratio", with.mean / without.mean},
+                                {"step_us", gt.step_us},
+                                {"mask_walk_us", gt.walk_us},
+                                {"mask_walk_max_us", gt.walk_max_us},
+                                {"mask_cached_us", gt.cached_us},
+                                {"masks_walked", gt.walks},
+                                {"masks_cached", gt.cached},
+                                {"sample_us", gt.sample_us},
+                                {"sample_free_us", gt.sample_free_us},
+                                {"accept_us", gt.accept_us},
+                                {"completions", gt.completions}};
+            }
             std::printf("%s\n", j.dump().c_str());
             return 0;
         }
@@ -263,6 +377,17 @@ Run add_bench(CLI::App& app) {
                     weight_bytes / double(1 << 20), double(ctx.kv_bytes()) / double(1 << 20));
         std::printf("cpu: %s%s%s; kernels: %s\n", cpu.empty() ? "unknown" : cpu.c_str(), flags.empty() ? "" : ", ",
                     flags.c_str(), kernels_line().c_str());
+        if (grammar) {
+            const Stats with = stats(gt.with_tps), without = stats(gt.without_tps);
+            std::printf("\ngrammar (%s): tg%lld %.2f ± %.2f t/s constrained, %.2f ± %.2f free in the same runs (%.1f%%)\n",
+                        (o->json_schema.empty() ? o->grammar : o->json_schema).c_str(), (long long)N, with.mean,
+                        with.stdev, without.mean, without.stdev, 100.0 * with.mean / without.mean);
+            std::printf("per constrained step of %.0f us: mask %.0f us when walked (%lld steps, max %.0f), %.1f us when "
+                        "kept (%lld steps); sampling %.0f us (free %.0f); accept %.1f us; %lld completions\n",
+                        gt.step_us, gt.walk_us, (long long)gt.walks, gt.walk_max_us, gt.cached_us,
+                        (long long)gt.cached, gt.sample_us, gt.sample_free_us, gt.accept_us,
+                        (long long)gt.completions);
+        }
         return 0;
     };
 }

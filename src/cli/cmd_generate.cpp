@@ -14,7 +14,7 @@ Run add_generate(CLI::App& app) {
     struct Opts {
         ModelOpts m;
         SamplingOpts s;
-        std::string prompt, file;
+        std::string prompt, file, json_schema, grammar;
         int64_t n_predict = 256;
         bool no_bos = false, json = false;
     };
@@ -27,9 +27,16 @@ Run add_generate(CLI::App& app) {
         ->capture_default_str();
     cmd->add_flag("--no-bos", o->no_bos, "Do not prepend the BOS token");
     cmd->add_flag("--json", o->json, "Print one JSON object at the end (text, token ids, counts, timings) instead of streaming");
+    auto* schema_opt = cmd->add_option("--json-schema", o->json_schema,
+                                       "Constrain the continuation to JSON that validates against the JSON Schema in "
+                                       "FILE (docs/structured-output.md)");
+    cmd->add_option("--grammar", o->grammar, "Constrain the continuation to the GBNF grammar in FILE")
+        ->excludes(schema_opt);
     add_sampling_options(cmd, o->s);
     return [o, p_opt, f_opt] {
         const std::string prompt = read_prompt(o->prompt, o->file, p_opt->count() > 0, f_opt->count() > 0);
+        // The grammar before the model: a bad file fails at once.
+        const std::shared_ptr<const Grammar> grammar = load_grammar(o->json_schema, o->grammar);
         Loaded l = load(o->m);
         const bool quiet = o->m.quiet;
         Context ctx(*l.model, ContextParams{o->m.ctx_size, 512});
@@ -46,6 +53,11 @@ Run add_generate(CLI::App& app) {
 
         Sampler sampler(sp);
         StreamDecoder decoder(*l.tokenizer);
+        std::unique_ptr<GrammarConstraint> constraint;
+        if (grammar)
+            constraint = std::make_unique<GrammarConstraint>(
+                grammar, std::make_shared<const TokenTrie>(*l.tokenizer, int32_t(l.model->config().vocab_size)),
+                l.stop_ids);
         std::string text;  // the continuation
         install_sigint_handler(/*restart_io=*/true);  // before the first write: Ctrl-C while output is blocked also stops cleanly
         std::string echoed;
@@ -69,7 +81,7 @@ Run add_generate(CLI::App& app) {
                 }
                 return true;
             },
-            &g_interrupted);
+            &g_interrupted, constraint.get());
         const std::string tail = decoder.flush();
         text += tail;
         if (!o->json) {
@@ -84,7 +96,11 @@ Run add_generate(CLI::App& app) {
                 {"tokens", std::vector<int32_t>(tokens.begin() + long(n_prompt_tokens), tokens.end())},
                 {"n_prompt", st.n_prompt},
                 {"n_generated", st.n_generated},
-                {"stop", st.interrupted ? "interrupted" : st.stopped_eos ? "eos" : st.stopped_ctx ? "context" : "n_predict"},
+                {"stop", st.interrupted       ? "interrupted"
+                         : st.stopped_eos     ? "eos"
+                         : st.stopped_grammar ? "grammar"
+                         : st.stopped_ctx     ? "context"
+                                              : "n_predict"},
                 {"seed", sp.seed},
                 {"timings",
                  {{"load_ms", l.load_seconds * 1e3},
@@ -97,6 +113,8 @@ Run add_generate(CLI::App& app) {
         if (!quiet) {
             if (st.stopped_ctx) std::fprintf(stderr, "\n[stopped: the context of %lld tokens is full]\n", (long long)ctx.n_ctx());
             if (st.interrupted) std::fprintf(stderr, "\n[interrupted]\n");
+            if (constraint && !st.interrupted && !st.stopped_eos && !st.stopped_grammar)
+                std::fprintf(stderr, "\n[stopped before the grammar was complete: the text is cut short]\n");
             std::fprintf(stderr, "\n%16s = %10.2f ms\n", "load time", l.load_seconds * 1e3);
             std::fprintf(stderr, "%s\n", perf_line("prompt eval time", st.prompt_seconds, st.n_prompt).c_str());
             std::fprintf(stderr, "%s\n", perf_line("eval time", st.generate_seconds, st.n_generated).c_str());

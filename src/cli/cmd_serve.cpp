@@ -113,8 +113,9 @@ private:
 }  // namespace
 
 Run add_serve(CLI::App& app) {
-    auto* cmd = app.add_subcommand(
-        "serve", "An OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health)");
+    auto* cmd = app.add_subcommand("serve",
+                                   "An OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, "
+                                   "/v1/models), with a chat page at /, /health, /ready and /metrics");
     struct Opts {
         ModelOpts m;
         SamplingOpts s;
@@ -122,6 +123,7 @@ Run add_serve(CLI::App& app) {
         int parallel = 1, queue = 64;
         int64_t max_body = 8 << 20;
         std::string tmpl = "auto";
+        bool no_webui = false;
     };
     auto o = std::make_shared<Opts>();
     add_model_options(cmd, o->m);
@@ -154,6 +156,7 @@ Run add_serve(CLI::App& app) {
                     "connections, and responses the client stops reading, are closed after as long")
         ->check(CLI::Range(1.0, 3600.0))
         ->capture_default_str();
+    cmd->add_flag("--no-webui", o->no_webui, "No chat page at GET / (404 there)");
     cmd->add_option("--template", o->tmpl, "Chat template for /v1/chat/completions (see chat --help)")
         ->check(CLI::IsMember({"auto", "raw", "llama2", "zephyr", "chatml", "llama3"}))
         ->capture_default_str();
@@ -167,7 +170,9 @@ Run add_serve(CLI::App& app) {
         HttpOptions http = o->http;
         http.api_key = resolve_api_key(api_key->count() > 0, o->http.api_key);
         http.max_body = size_t(o->max_body);
-        http.max_completions = o->parallel + o->queue + 4;  // those in the slots and the queue, and a few refused
+        http.max_completions = o->parallel + o->queue + 4;
+        http.webui = !o->no_webui;
+        http.version = PLAINLLAMA_VERSION;  // those in the slots and the queue, and a few refused
         // A descriptor per connection, and some for the model's files and the rest: the soft limit is raised
         // toward the hard one when it holds fewer.
         rlimit files{};
@@ -181,6 +186,7 @@ Run add_serve(CLI::App& app) {
         const bool quiet = o->m.quiet;
         if (!quiet) std::fprintf(stderr, "plainllama serve: loading %s ...\n", o->m.model.c_str());
 
+        const double t_load = now_seconds();
         Loaded l = load(o->m);
         const TemplateChoice choice = choose_template(o->m.model, o->tmpl);
         const ChatTemplate tmpl(choice.kind, *l.tokenizer, choice);
@@ -198,7 +204,7 @@ Run add_serve(CLI::App& app) {
         api.defaults = resolve_sampling(o->s, true);
         api.random_seed = o->s.seed < 0;
         api.n_ctx = engine.n_ctx();
-        server.set_ready(&engine, api);
+        server.set_ready(&engine, api, now_seconds() - t_load);
         signals.ready();
         std::fprintf(stderr,
                      "plainllama serve: %s, chat template %s, %d slot%s of %lld tokens, %s; listening on "

@@ -20,6 +20,7 @@
 #include "plainllama/io/utf8.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/run/generate.h"
+#include "plainllama/run/json_schema.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/threads.h"
 
@@ -329,6 +330,17 @@ std::string read_prompt(const std::string& prompt, const std::string& file, bool
     if (bad != std::string::npos)
         throw Error(source + " is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
     return text;
+}
+
+std::shared_ptr<const Grammar> load_grammar(const std::string& json_schema_file, const std::string& grammar_file) {
+    const std::string& file = json_schema_file.empty() ? grammar_file : json_schema_file;
+    if (file.empty()) return nullptr;
+    const std::string text = read_input(file);
+    try {
+        return json_schema_file.empty() ? std::make_shared<const Grammar>(parse_gbnf(text)) : json_schema_grammar(text);
+    } catch (const Error& e) {
+        throw Error(file + ": " + e.what());
+    }
 }
 
 }  // namespace plainllama::cli

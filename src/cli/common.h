@@ -9,6 +9,7 @@
 #include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/chat_template.h"
+#include "plainllama/run/grammar.h"
 #include "plainllama/run/sampler.h"
 #include "plainllama/sys/clock.h"
 
@@ -79,6 +80,10 @@ std::vector<int32_t> reply_stop_ids(const ChatTemplate& tmpl, const Loaded& l);
 // Text of a prompt: -p TEXT or -f FILE ("-" = stdin). Checks it is valid UTF-8.
 std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given);
 
+
+// The grammar of --json-schema FILE or --grammar FILE (the one given; null when neither is): Error naming the file
+// and what is wrong in it.
+std::shared_ptr<const Grammar> load_grammar(const std::string& json_schema_file, const std::string& grammar_file);
 
 // Set by SIGINT (Ctrl-C) while installed; a second Ctrl-C exits at once. With restart_io, a read or write
 // that the signal interrupts is restarted (nothing printed is lost); without, it fails with EINTR (so a

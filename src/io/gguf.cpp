@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <regex>
 
 #include "plainllama/sys/error.h"
 
@@ -363,7 +362,8 @@ const GgufTensor* GgufFile::tensor(const std::string& name) const {
 
 int64_t GgufFile::integer(const std::string& key, int64_t lo, int64_t hi, bool required, int64_t fallback) const {
     const GgufValue* v = find(key);
-    const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    std::string range = "[";  // appended, not one `+` chain: GCC 12 warns a false -Wrestrict on that chain here
+    range += std::to_string(lo) + ", " + std::to_string(hi) + "]";
     if (!v) {
         if (required) fail(key, "is missing (expected an integer in " + range + ")");
         return fallback;
@@ -424,18 +424,31 @@ void GgufFile::release(const void* data, size_t nbytes) const {
 }
 
 std::vector<std::filesystem::path> gguf_parts(const std::filesystem::path& path) {
-    static const std::regex split(R"((.*)-([0-9]{5})-of-([0-9]{5})\.gguf)");
+    // NAME-KKKKK-of-NNNNN.gguf: five digits each
     const std::string name = path.filename().string();
-    std::smatch m;
-    if (!std::regex_match(name, m, split)) return {path};
-    const int count = std::stoi(m[3].str()), no = std::stoi(m[2].str());
+    const std::string tail = "-00000-of-00000.gguf";
+    if (name.size() < tail.size()) return {path};
+    const size_t at = name.size() - tail.size();
+    auto digits = [&](size_t from) {
+        int v = 0;
+        for (size_t i = from; i < from + 5; ++i) {
+            if (name[i] < '0' || name[i] > '9') return -1;
+            v = v * 10 + (name[i] - '0');
+        }
+        return v;
+    };
+    const int no = digits(at + 1), count = digits(at + 10);
+    if (name[at] != '-' || name.compare(at + 6, 4, "-of-") != 0 || name.compare(name.size() - 5, 5, ".gguf") != 0 ||
+        no < 0 || count < 0)
+        return {path};
+    const std::string stem = name.substr(0, at);
     if (count < 1 || no < 1 || no > count)
         throw Error(path.string() + ": a split GGUF's name must be NAME-0000K-of-0000N.gguf with 1 <= K <= N");
     std::vector<std::filesystem::path> parts;
     for (int k = 1; k <= count; ++k) {
         char suffix[32];
         std::snprintf(suffix, sizeof suffix, "-%05d-of-%05d.gguf", k, count);
-        const std::filesystem::path p = path.parent_path() / (m[1].str() + suffix);
+        const std::filesystem::path p = path.parent_path() / (stem + suffix);
         std::error_code ec;
         if (!std::filesystem::exists(p, ec))
             throw Error(p.string() + ": missing (part " + std::to_string(k) + " of the " + std::to_string(count) +

@@ -9,7 +9,7 @@ namespace plainllama {
 
 GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, std::vector<int32_t>& tokens,
                        int64_t n_predict, const std::vector<int32_t>& stop_ids, const OnToken& on_token,
-                       const std::atomic<bool>* stop) {
+                       const std::atomic<bool>* stop, GrammarConstraint* grammar) {
     GenerateStats st;
     const int64_t vocab = ctx.model().config().vocab_size;
     if (int64_t(tokens.size()) <= ctx.n_past()) throw Error("generate: no new tokens to evaluate");
@@ -35,14 +35,19 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
             st.interrupted = true;
             break;
         }
-        const int32_t id = sampler.sample(logits, int32_t(vocab), tokens);
+        const int32_t id = sampler.sample(logits, int32_t(vocab), tokens, grammar ? &grammar->allowed() : nullptr);
         tokens.push_back(id);
         ++st.n_generated;
         if (std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end()) {
             st.stopped_eos = true;
             break;
         }
+        if (grammar) grammar->accept(id);
         if (!on_token(id, decoder.push(id))) break;
+        if (grammar && grammar->must_end()) {
+            st.stopped_grammar = true;
+            break;
+        }
         if (n_predict >= 0 && st.n_generated >= n_predict) break;
         if (ctx.n_past() >= ctx.n_ctx()) {
             st.stopped_ctx = true;

@@ -2,9 +2,11 @@
 #include "plainllama/run/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 
+#include "plainllama/run/grammar_constraint.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
@@ -68,13 +70,17 @@ void softmax_into(const std::vector<Candidate>& c, float temp, std::vector<doubl
 }
 
 // Penalises each id of `ids` once. `ids` is scratch: it is sorted and deduplicated in place.
-void penalize(std::vector<Candidate>& c, std::vector<int32_t>& ids, float penalty) {
+// by_id: the list is sorted by id (the sampler's own, whole or masked), so an id is found by bisection.
+void penalize(std::vector<Candidate>& c, std::vector<int32_t>& ids, float penalty, bool by_id = false) {
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     for (const int32_t id : ids) {
         Candidate* hit = nullptr;
         if (id >= 0 && size_t(id) < c.size() && c[size_t(id)].id == id) {
-            hit = &c[size_t(id)];  // the sampler's list is in id order
+            hit = &c[size_t(id)];  // the sampler's whole list is in id order
+        } else if (by_id) {
+            auto it = std::lower_bound(c.begin(), c.end(), id, [](const Candidate& x, int32_t v) { return x.id < v; });
+            if (it != c.end() && it->id == id) hit = &*it;
         } else {
             auto it = std::find_if(c.begin(), c.end(), [id](const Candidate& x) { return x.id == id; });
             if (it != c.end()) hit = &*it;
@@ -157,19 +163,16 @@ std::vector<double> candidate_probs(const std::vector<Candidate>& c, float temp)
 
 Sampler::Sampler(const SamplerParams& p) : params_(p), rng_(p.seed) {}
 
-int32_t Sampler::sample(const float* logits, int32_t n_vocab, const std::vector<int32_t>& history) {
+int32_t Sampler::sample(const float* logits, int32_t n_vocab, const std::vector<int32_t>& history,
+                        const TokenMask* allowed) {
     if (n_vocab < 1 || logits == nullptr)
         throw Error("sampler: expected logits for n_vocab >= 1 tokens, got n_vocab " + std::to_string(n_vocab) +
                     (logits ? "" : " and no logits"));
     const SamplerParams& p = params_;
-    cands_.resize(size_t(n_vocab));
     // NaN or +Inf logits come from a NaN or Inf weight (or activations past f32's range), never from a sound model;
     // -Inf is a token ruled out.
     bool sound = true;
-    for (int32_t i = 0; i < n_vocab; ++i) {
-        cands_[size_t(i)] = {i, logits[i]};
-        sound = sound && logits[i] < INFINITY;  // false for NaN too
-    }
+    for (int32_t i = 0; i < n_vocab; ++i) sound = sound && logits[i] < INFINITY;  // false for NaN too
     if (!sound) {
         int32_t bad = 0;
         while (logits[bad] < INFINITY) ++bad;
@@ -177,11 +180,26 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, const std::vector<
                     (std::isnan(logits[bad]) ? "NaN" : "Inf") +
                     "): likely a NaN or Inf weight; --check-tensors finds it at load");
     }
+    if (!allowed) {
+        cands_.resize(size_t(n_vocab));
+        for (int32_t i = 0; i < n_vocab; ++i) cands_[size_t(i)] = {i, logits[i]};
+    } else {  // only the allowed tokens, in id order
+        if (allowed->n != n_vocab)
+            throw Error("sampler: the mask of allowed tokens has " + std::to_string(allowed->n) + " tokens, the logits " +
+                        std::to_string(n_vocab));
+        cands_.clear();
+        for (size_t w = 0; w < allowed->bits.size(); ++w)
+            for (uint64_t b = allowed->bits[w]; b; b &= b - 1) {
+                const int32_t id = int32_t(w * 64 + size_t(std::countr_zero(b)));
+                cands_.push_back({id, logits[id]});
+            }
+        if (cands_.empty()) throw Error("sampler: the mask allows no token");
+    }
 
     if (p.repeat_penalty != 1.0f && p.repeat_last_n != 0 && !history.empty()) {
         const size_t n = p.repeat_last_n < 0 ? history.size() : std::min(history.size(), size_t(p.repeat_last_n));
         recent_.assign(history.end() - std::ptrdiff_t(n), history.end());
-        penalize(cands_, recent_, p.repeat_penalty);
+        penalize(cands_, recent_, p.repeat_penalty, /*by_id=*/true);
     }
     if (!(p.temp > 0.0f)) return cands_[best_index(cands_)].id;  // greedy: no random numbers
 

@@ -105,6 +105,16 @@ int Engine::busy() const {
     return int(queue_.size()) + running_;
 }
 
+EngineStats Engine::stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EngineStats s = stats_;
+    s.slots = int(slots_.size());
+    s.busy = running_;
+    s.queued = int(queue_.size());
+    s.kv_total = int64_t(slots_.size()) * ctx_.n_ctx();
+    return s;
+}
+
 namespace {
 
 void end_job(Job& job, Finish f, const std::string& error) {
@@ -156,6 +166,12 @@ void Engine::run() {
                 break;
             }
         step();
+        int64_t kv_used = 0;
+        for (auto& s : slots_) kv_used += ctx_.n_past(s->seq);
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stats_.kv_used = kv_used;
+        }
         if (params_.after_turn) params_.after_turn();
     }
 }
@@ -249,6 +265,7 @@ void Engine::step() {
         }
     if (batch.empty()) return;
     const int32_t V = int32_t(model_.config().vocab_size);
+    const double t0 = now_seconds();
     try {
         const float* logits = ctx_.eval_step(batch);
         for (size_t i = 0; i < rows.size(); ++i) {
@@ -266,6 +283,21 @@ void Engine::step() {
                 finish(*s, Finish::error, e.what());
     } catch (const std::exception& e) {
         for (Slot* s : rows) finish(*s, Finish::error, e.what());
+    }
+    decoded(int64_t(rows.size()), now_seconds() - t0);
+}
+
+void Engine::decoded(int64_t tokens, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.decode_tokens += tokens;
+    stats_.decode_seconds += seconds;
+    window_tokens_ += tokens;
+    window_s_ += seconds;
+    // a figure per second or so of decoding, and one when the last job is over
+    if (window_s_ > 0 && (window_s_ >= 1.0 || running_ == 0)) {
+        stats_.decode_tokens_per_s = double(window_tokens_) / window_s_;
+        window_tokens_ = 0;
+        window_s_ = 0;
     }
 }
 

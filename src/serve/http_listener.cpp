@@ -24,6 +24,9 @@ namespace {
 constexpr uint64_t kListenId = 0, kWakeId = 1;
 constexpr double kLingerSeconds = 2;  // after an error answer, the client's further bytes are read and dropped
 constexpr double kSweepSeconds = 0.1;
+// While draining, a connection accepted but not yet sent its first request has this long to send it (its client
+// connected before it could know): closed at once, it would see a reset, not the 503 that says why.
+constexpr double kDrainFirstRequestSeconds = 1;
 constexpr size_t kReadSize = 64 << 10;
 
 std::string seconds(double s) {
@@ -45,6 +48,8 @@ struct HttpListener::Conn {
     // reading: the end of the idle time, or of the time the request has to arrive; answering: a stalled write's
     // end; lingering: when to close
     double deadline = 0;
+    double accepted = 0;
+    bool answered_one = false;  // a keep-alive connection, idle between requests
     bool request_started = false, continued = false, peer_eof = false, closed = false;
     uint32_t events = 0;
 };
@@ -213,6 +218,7 @@ void HttpListener::accept_all(double now) {
         c->fd = fd;
         c->parser = std::make_unique<RequestParser>(o_.limits);
         c->deadline = now + o_.timeout;
+        c->accepted = now;
         watch(*c, EPOLLIN | EPOLLRDHUP);
         conns_.emplace(c->id, std::move(c));
     }
@@ -437,6 +443,7 @@ void HttpListener::finished(Conn& c, double now) {
         keep = c.res->keep_alive;
     }
     c.res.reset();
+    c.answered_one = true;
     if (keep && !(c.peer_eof && c.in.empty())) {
         c.state = Conn::State::reading;
         c.deadline = now + o_.timeout;
@@ -481,7 +488,7 @@ void HttpListener::sweep(double now) {
         Conn& c = *cp;
         if (c.closed) continue;
         const bool idle = c.state == Conn::State::reading && !c.request_started && c.in.empty();
-        if (idle && draining_) {
+        if (idle && draining_ && (c.answered_one || now - c.accepted >= kDrainFirstRequestSeconds)) {
             close_conn(c);
             continue;
         }

@@ -8,10 +8,14 @@
 #include <ctime>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 
 #include "plainllama/serve/http_listener.h"
+#include "plainllama/serve/metrics.h"
+#include "plainllama/serve/webui.h"
+#include "plainllama/sys/clock.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
@@ -111,14 +115,9 @@ ApiError refusal(int status, const std::string& message) {
     }
 }
 
-void log_request(RequestLog& log, const HttpRequest& req, int status, const std::string& note) {
-    log.line((req.method.empty() ? "-" : req.method) + " " + (req.path.empty() ? "-" : req.path) + " " +
-             std::to_string(status) + (note.empty() ? "" : ": " + note));
-}
-
 // One line per completion: what it asked, what it got, where the time went.
-void log_job(RequestLog& log, const std::string& id, int status, bool stream, const JobOutput& out,
-             const std::string& note) {
+void job_line(RequestLog& log, const std::string& id, int status, bool stream, const JobOutput& out,
+              const std::string& note) {
     char buf[512];
     const double tps = out.generate_s > 0 ? double(out.completion_tokens) / out.generate_s : 0.0;
     std::snprintf(buf, sizeof buf,
@@ -154,17 +153,28 @@ struct HttpServer::Impl {
     ApiModel model;
     std::atomic<bool> draining{false};
     std::atomic<uint64_t> next_id{1};
+    Metrics metrics;
+    std::set<std::string> paths;  // the routes' paths: /metrics counts requests by these ("other" for the rest)
+    std::atomic<double> load_seconds{0};
 
     void routes();
+    // The request's log line, and its count in /metrics.
+    void log_request(const HttpRequest& req, int status, const std::string& note);
+    // A completion's counts in /metrics, before its last bytes go out (a client that has its answer finds it
+    // counted); `t0`: when the request was taken up. Then its log line.
+    void count_job(const HttpRequest& req, int status, const JobOutput& out, double t0);
+    void log_job(const std::string& id, int status, bool stream, const JobOutput& out, const std::string& note);
     // Adds a route; /v1/ routes ask for the API key. A handler `on_thread` may wait (it logs its own line); one
     // `on_loop` answers at once, and its line is logged here.
     void add(const std::string& method, const std::string& path, HttpListener::Handler h,
              HttpListener::Runs runs = HttpListener::on_loop);
     void health(HttpResponse& res);
+    void ready(HttpResponse& res);
+    void scrape(HttpResponse& res);
     void models(HttpResponse& res);
     void complete(const HttpRequest& req, HttpResponse& res, bool chat);
-    void stream(const ApiRequest& r, const std::shared_ptr<Job>& job, const std::string& id, int64_t created,
-                HttpResponse& res);
+    void stream(const HttpRequest& req, const ApiRequest& r, const std::shared_ptr<Job>& job, const std::string& id,
+                int64_t created, double t0, HttpResponse& res);
 };
 
 HttpServer::HttpServer(const HttpOptions& o) : impl_(std::make_unique<Impl>()) {
@@ -174,9 +184,27 @@ HttpServer::HttpServer(const HttpOptions& o) : impl_(std::make_unique<Impl>()) {
 
 HttpServer::~HttpServer() { stop(); }
 
+void HttpServer::Impl::log_request(const HttpRequest& req, int status, const std::string& note) {
+    log->line((req.method.empty() ? "-" : req.method) + " " + (req.path.empty() ? "-" : req.path) + " " +
+              std::to_string(status) + (note.empty() ? "" : ": " + note));
+    metrics.request(paths.count(req.path) ? req.path : "other", status);
+}
+
+void HttpServer::Impl::count_job(const HttpRequest& req, int status, const JobOutput& out, double t0) {
+    metrics.request(req.path, status);
+    metrics.completion(out, now_seconds() - t0);
+}
+
+void HttpServer::Impl::log_job(const std::string& id, int status, bool stream, const JobOutput& out,
+                               const std::string& note) {
+    job_line(*log, id, status, stream, out, note);
+}
+
 void HttpServer::Impl::add(const std::string& method, const std::string& path, HttpListener::Handler h,
                            HttpListener::Runs runs) {
-    const bool keyed = path.rfind("/v1/", 0) == 0;
+    paths.insert(path);
+    // the API and its figures ask for the key; the page, /health and /ready do not
+    const bool keyed = path.rfind("/v1/", 0) == 0 || path == "/metrics";
     http->route(
         method, path,
         [this, h = std::move(h), keyed, runs](const HttpRequest& req, HttpResponse& res) {
@@ -186,10 +214,10 @@ void HttpServer::Impl::add(const std::string& method, const std::string& path, H
                                   req.header("authorization") ? "wrong API key"
                                                               : "no API key: send the header Authorization: Bearer KEY",
                                   "", "invalid_api_key"));
-                return log_request(*log, req, 401, "");
+                return log_request(req, 401, "");
             }
             h(req, res);
-            if (runs == HttpListener::on_loop) log_request(*log, req, res.status(), "");
+            if (runs == HttpListener::on_loop) log_request(req, res.status(), "");
         },
         runs);
 }
@@ -205,11 +233,26 @@ void HttpServer::Impl::routes() {
     http = std::make_unique<HttpListener>(
         lo, [this](const HttpRequest& req, int status, const std::string& message, HttpResponse& res) {
             reply_error(res, refusal(status, message));
-            log_request(*log, req, status, status == 404 || status == 405 ? "" : message);
+            log_request(req, status, status == 404 || status == 405 ? "" : message);
         });
     const auto chat = [this](const HttpRequest& req, HttpResponse& res) { complete(req, res, true); };
     const auto text = [this](const HttpRequest& req, HttpResponse& res) { complete(req, res, false); };
+    if (o.webui)
+        for (const WebFile& f : web_files())
+            add("GET", f.name == "index.html" ? "/" : "/" + std::string(f.name),
+                [&f](const HttpRequest&, HttpResponse& res) {
+                    res.header("Cache-Control", "no-cache");
+                    res.header("X-Content-Type-Options", "nosniff");
+                    // the page's own files only: no inline script, nothing from elsewhere
+                    res.header("Content-Security-Policy",
+                               "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+                               "frame-ancestors 'none'");
+                    res.header("Referrer-Policy", "no-referrer");
+                    res.send(200, f.content_type, f.body);
+                });
     add("GET", "/health", [this](const HttpRequest&, HttpResponse& res) { health(res); });
+    add("GET", "/ready", [this](const HttpRequest&, HttpResponse& res) { ready(res); });
+    add("GET", "/metrics", [this](const HttpRequest&, HttpResponse& res) { scrape(res); });
     add("GET", "/v1/models", [this](const HttpRequest&, HttpResponse& res) { models(res); });
     add("POST", "/v1/chat/completions", chat, HttpListener::on_thread);
     add("POST", "/v1/completions", text, HttpListener::on_thread);
@@ -224,6 +267,29 @@ void HttpServer::Impl::health(HttpResponse& res) {
         reply(res, 200, {{"status", "ok"}});
 }
 
+void HttpServer::Impl::ready(HttpResponse& res) {
+    Engine* e = engine.load();
+    if (draining.load()) return reply(res, 503, {{"status", "shutting down"}});
+    if (!e) return reply(res, 503, {{"status", "loading"}});
+    const EngineStats s = e->stats();
+    const int free = s.slots - s.busy - s.queued;
+    if (free <= 0) return reply(res, 503, {{"status", "busy"}, {"slots_free", 0}});
+    reply(res, 200, {{"status", "ready"}, {"slots_free", free}});
+}
+
+void HttpServer::Impl::scrape(HttpResponse& res) {
+    MetricsState st;
+    st.version = o.version;
+    st.in_flight = http->busy();
+    EngineStats s;
+    if (Engine* e = engine.load()) {
+        s = e->stats();
+        st.engine = &s;
+        st.load_seconds = load_seconds.load();
+    }
+    res.send(200, "text/plain; version=0.0.4; charset=utf-8", metrics.render(st));
+}
+
 void HttpServer::Impl::models(HttpResponse& res) {
     if (!engine.load()) return reply_error(res, unavailable("the model is loading; retry in a moment", "loading"));
     reply(res, 200,
@@ -235,9 +301,10 @@ void HttpServer::Impl::models(HttpResponse& res) {
 }
 
 void HttpServer::Impl::complete(const HttpRequest& req, HttpResponse& res, bool chat) {
+    const double t0 = now_seconds();
     auto refuse = [&](const ApiError& err) {
+        log_request(req, err.status, err.what());  // counted before the client has the answer
         reply_error(res, err);
-        log_request(*log, req, err.status, err.what());
     };
     Engine* e = engine.load();
     if (!e) return refuse(unavailable("the model is loading; retry in a moment", "loading"));
@@ -258,7 +325,7 @@ void HttpServer::Impl::complete(const HttpRequest& req, HttpResponse& res, bool 
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id.fetch_add(1));
     const int64_t created = int64_t(std::time(nullptr));
     res.header("X-Request-Id", id);
-    if (r.stream) return stream(r, job, id, created, res);
+    if (r.stream) return stream(req, r, job, id, created, t0, res);
 
     JobOutput out;
     bool gone = false;
@@ -269,17 +336,19 @@ void HttpServer::Impl::complete(const HttpRequest& req, HttpResponse& res, bool 
     const std::string note = gone ? " (client gone)" : "";
     if (out.finish == Finish::cancelled || out.finish == Finish::error) {
         const ApiError err = ended(out);
+        count_job(req, err.status, out, t0);
         reply_error(res, err);
-        return log_job(*log, id, err.status, false, out, note);
+        return log_job(id, err.status, false, out, note);
     }
+    count_job(req, 200, out, t0);
     reply(res, 200, completion_json(r, out, id, created, model));
-    log_job(*log, id, 200, false, out, note);
+    log_job(id, 200, false, out, note);
 }
 
 // Server-Sent Events: "data: {chunk}\n\n" per piece of text, the finish (or an error event), the usage chunk when
 // asked, "data: [DONE]\n\n". A client gone cancels the job.
-void HttpServer::Impl::stream(const ApiRequest& r, const std::shared_ptr<Job>& job, const std::string& id,
-                              int64_t created, HttpResponse& res) {
+void HttpServer::Impl::stream(const HttpRequest& req, const ApiRequest& r, const std::shared_ptr<Job>& job,
+                              const std::string& id, int64_t created, double t0, HttpResponse& res) {
     auto event = [&](const std::string& data) { return res.write("data: " + data + "\n\n"); };
     res.header("Cache-Control", "no-cache");
     res.header("X-Accel-Buffering", "no");  // a proxy (nginx) passes each event on as it comes
@@ -303,8 +372,10 @@ void HttpServer::Impl::stream(const ApiRequest& r, const std::shared_ptr<Job>& j
         job->cancel = true;
         do out = job->wait_end(kPollSeconds);
         while (out.finish == Finish::none);
-        return log_job(*log, id, 200, true, out, " (client gone)");
+        count_job(req, 200, out, t0);
+        return log_job(id, 200, true, out, " (client gone)");
     }
+    count_job(req, 200, out, t0);
     if (out.finish == Finish::cancelled || out.finish == Finish::error) {
         ok = event(dump(error_json(ended(out))));
     } else {
@@ -313,15 +384,16 @@ void HttpServer::Impl::stream(const ApiRequest& r, const std::shared_ptr<Job>& j
     }
     if (ok) ok = event("[DONE]");
     res.end();
-    log_job(*log, id, 200, true, out, ok ? "" : " (client gone)");
+    log_job(id, 200, true, out, ok ? "" : " (client gone)");
 }
 
 int HttpServer::start() { return impl_->http->start(); }
 
 int HttpServer::in_flight() const { return impl_->http->busy(); }
 
-void HttpServer::set_ready(Engine* engine, const ApiModel& model) {
+void HttpServer::set_ready(Engine* engine, const ApiModel& model, double load_seconds) {
     impl_->model = model;
+    impl_->load_seconds = load_seconds;
     impl_->engine.store(engine);
 }
 

@@ -46,7 +46,7 @@ const ByteAlphabet& alphabet() {
 
 // The bytes a token's text stands for: each character through the alphabet, or the text itself when a character
 // is outside it (as HF's ByteLevel decoder does, for added tokens such as "<|eot_id|>" written in plain text).
-std::string token_bytes(const std::string& text) {
+std::string bytes_of_piece(const std::string& text) {
     const ByteAlphabet& a = alphabet();
     std::string out;
     for (size_t i = 0; i < text.size();) {
@@ -208,7 +208,7 @@ void BpeTokenizer::Impl::index(const std::vector<bool>& in_vocab, const std::str
     ids.reserve(pieces.size());
     for (size_t id = 0; id < pieces.size(); ++id) {  // (an id between entries that has none stays empty)
         if (pieces[id].empty()) continue;
-        bytes[id] = token_bytes(pieces[id]);
+        bytes[id] = bytes_of_piece(pieces[id]);
         if (in_vocab[id]) ids.emplace(std::string_view(pieces[id]), int32_t(id));
     }
     for (const SpecialToken& t : specials) bytes[size_t(t.id)].clear();  // control tokens have no text
@@ -593,6 +593,9 @@ std::string BpeTokenizer::decode(const std::vector<int32_t>& ids) const {
 
 std::string BpeTokenizer::piece(int32_t id) const {
     return id >= 0 && id < vocab_size() ? impl_->pieces[size_t(id)] : "";
+}
+std::string BpeTokenizer::token_bytes(int32_t id) const {
+    return id >= 0 && id < vocab_size() ? impl_->bytes[size_t(id)] : "";
 }
 int32_t BpeTokenizer::piece_to_id(const std::string& piece) const { return impl_->lookup(piece); }
 int32_t BpeTokenizer::vocab_size() const { return int32_t(impl_->pieces.size()); }

@@ -76,6 +76,21 @@ std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids) cons
 }
 
 std::string SentencePieceTokenizer::piece(int32_t id) const { return sp_->IdToPiece(id); }
+std::string SentencePieceTokenizer::token_bytes(int32_t id) const {
+    if (id < 0 || id >= vocab_size() || sp_->IsControl(id) || sp_->IsUnknown(id) || sp_->IsUnused(id)) return "";
+    const std::string p = sp_->IdToPiece(id);
+    if (sp_->IsByte(id)) return std::string(1, char(std::stoi(p.substr(3, 2), nullptr, 16)));  // "<0x0A>"
+    std::string out;
+    for (size_t i = 0; i < p.size(); ++i) {
+        if (p.compare(i, 3, "\xE2\x96\x81") == 0) {  // U+2581 '▁' stands for a space
+            out += ' ';
+            i += 2;
+        } else {
+            out += p[i];
+        }
+    }
+    return out;
+}
 int32_t SentencePieceTokenizer::piece_to_id(const std::string& p) const {
     const int id = sp_->PieceToId(p);
     return id == sp_->unk_id() && p != sp_->IdToPiece(id) ? -1 : id;

@@ -8,6 +8,7 @@
 
 #include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
+#include "plainllama/run/grammar_constraint.h"
 #include "plainllama/run/sampler.h"
 
 namespace plainllama {
@@ -17,6 +18,7 @@ struct GenerateStats {
     int64_t n_generated = 0;  // tokens sampled
     double prompt_seconds = 0, generate_seconds = 0;
     bool stopped_eos = false, stopped_ctx = false, interrupted = false;
+    bool stopped_grammar = false;  // the grammar was complete and nothing could follow
 };
 
 // Called with each sampled token and the text it completes (may be empty); return false to stop.
@@ -26,10 +28,11 @@ using OnToken = std::function<bool(int32_t id, const std::string& text)>;
 // evaluated as one batch, then up to n_predict tokens (-1: until the context is full) are sampled and
 // appended to `tokens`. Stops at any id in `stop_ids`, at a full context, or when *stop becomes true (also
 // during the prompt, between layers: n_prompt then counts the tokens the cache took). A stop id is appended but
-// not streamed.
+// not streamed. With a grammar, each token is sampled from those it allows (a stop id only where it is complete), and
+// generation stops once it is complete and nothing may follow; Error when it allows no token.
 GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, std::vector<int32_t>& tokens,
                        int64_t n_predict, const std::vector<int32_t>& stop_ids, const OnToken& on_token,
-                       const std::atomic<bool>* stop = nullptr);
+                       const std::atomic<bool>* stop = nullptr, GrammarConstraint* grammar = nullptr);
 
 // EOS ids of a model, each once: config.json's eos_token_id list, generation_config.json's (see
 // load_generation_eos), and the tokenizer's EOS.

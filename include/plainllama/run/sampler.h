@@ -42,14 +42,19 @@ void apply_min_p(std::vector<Candidate>& c, float min_p);
 // the mass on the highest logit (the lowest id among ties).
 std::vector<double> candidate_probs(const std::vector<Candidate>& c, float temp);
 
+struct TokenMask;
+
 class Sampler {
 public:
     explicit Sampler(const SamplerParams& p);
     // Next token from logits [n_vocab]; `history` is every token so far (prompt included).
     // The draw: u = (next mt19937_64 output >> 11) * 2^-53, uniform in [0, 1), and the token is the first
     // candidate whose cumulative probability exceeds u. Greedy (temp == 0) uses no random numbers.
-    // Throws Error if n_vocab < 1.
-    int32_t sample(const float* logits, int32_t n_vocab, const std::vector<int32_t>& history);
+    // Throws Error if n_vocab < 1. With `allowed` (constrained decoding, grammar_constraint.h), the tokens outside
+    // it are out before the chain runs, as if their logits were -inf; Error when it allows none or its size is not
+    // n_vocab.
+    int32_t sample(const float* logits, int32_t n_vocab, const std::vector<int32_t>& history,
+                   const TokenMask* allowed = nullptr);
     const SamplerParams& params() const { return params_; }
 
 private:

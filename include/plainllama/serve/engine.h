@@ -69,6 +69,18 @@ struct EngineParams {
     std::function<void()> after_turn;
 };
 
+// What the engine holds now (GET /metrics, GET /ready).
+struct EngineStats {
+    int slots = 0;                    // in all
+    int busy = 0;                     // holding a job: evaluating its prompt or generating
+    int queued = 0;                   // jobs waiting for a slot
+    int64_t kv_used = 0;              // KV cache positions filled, over every slot (a free slot keeps its last job's)
+    int64_t kv_total = 0;             // slots * n_ctx
+    int64_t decode_tokens = 0;        // tokens sampled in batched steps since the start
+    double decode_seconds = 0;        // time spent in batched steps since the start
+    double decode_tokens_per_s = 0;   // over the last second or so of batched steps (the last value while idle)
+};
+
 class Engine {
 public:
     // stop_ids: tokens that end a reply (EOS, end of turn). The model and tokenizer outlive the engine.
@@ -84,6 +96,7 @@ public:
     void close();
     // Jobs queued or running.
     int busy() const;
+    EngineStats stats() const;
 
     int64_t n_ctx() const { return ctx_.n_ctx(); }
     int slots() const { return int(slots_.size()); }
@@ -97,6 +110,8 @@ private:
     // Takes the sampled token `id` into the slot's job: text, stops, limits. False when the job is over.
     bool accept(Slot& s, int32_t id);
     void finish(Slot& s, Finish f, const std::string& error = {});
+    // Counts a batched step of `tokens` rows that took `seconds`.
+    void decoded(int64_t tokens, double seconds);
 
     const Model& model_;
     const Tokenizer& tok_;
@@ -105,7 +120,10 @@ private:
     Context ctx_;
     std::vector<std::unique_ptr<Slot>> slots_;
 
-    mutable std::mutex mutex_;  // queue_, closed_, stopping_
+    mutable std::mutex mutex_;  // queue_, closed_, stopping_, stats_
+    EngineStats stats_;          // kv_used and the decode figures; the rest is read at stats()
+    int64_t window_tokens_ = 0;  // batched steps since decode_tokens_per_s was last set
+    double window_s_ = 0;
     std::condition_variable wake_;
     std::deque<std::shared_ptr<Job>> queue_;
     int running_ = 0;

@@ -34,6 +34,7 @@ class BpeTokenizer : public Tokenizer {
     std::vector<int32_t> encode(const std::string& text, bool add_bos) const override;
     std::string decode(const std::vector<int32_t>& ids) const override;
     std::string piece(int32_t id) const override;
+    std::string token_bytes(int32_t id) const override;
     int32_t piece_to_id(const std::string& piece) const override;
     int32_t vocab_size() const override;
     int32_t bos_id() const override;

@@ -25,6 +25,10 @@ class Tokenizer {
     // vocabulary.
     virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
     virtual std::string piece(int32_t id) const = 0;                  // the vocabulary entry, as stored
+    // The bytes the token adds to a text that has text before it (SentencePiece's "▁" as a space, a byte piece as
+    // its byte; possibly part of a UTF-8 character). Empty for control and special tokens and ids outside the
+    // vocabulary: they stand for no text.
+    virtual std::string token_bytes(int32_t id) const = 0;
     virtual int32_t piece_to_id(const std::string& piece) const = 0;  // -1 when unknown
     virtual int32_t vocab_size() const = 0;
     virtual int32_t bos_id() const = 0;  // -1 when none
