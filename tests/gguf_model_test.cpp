@@ -85,7 +85,8 @@ TEST_P(GgufModel_, StoriesGgufGivesTheFoldersLogitsAndGreedySequences) {
 TEST_P(GgufModel_, QuantizedEmbeddingIsGatheredAsItsDequantizedRows) {
     // llama-quantize quantizes token_embd too: the model reads a token's row of blocks as dequantize_row gives it, so
     // the file with that tensor replaced by its rows dequantized to F32 gives the same logits, bit for bit.
-    for (const char* name : {"tinystories3M-Q8_0.gguf", "tinystories3M-Q4_K_M.gguf"}) {
+    for (const char* name : {"tinystories3M-Q8_0.gguf", "tinystories3M-Q4_K_M.gguf", "tinystories3M-Q4_0.gguf",
+                             "tinystories3M-Q5_K_M.gguf"}) {
         SCOPED_TRACE(name);
         const Model file(test::shared_gguf(name));
         ASSERT_NE(file.weights().embed_tokens.quant, QuantType::none);
@@ -107,33 +108,37 @@ TEST_P(GgufModel_, QuantizedEmbeddingIsGatheredAsItsDequantizedRows) {
 
 PL_FOR_EVERY_KERNEL(GgufModel_);
 
-// llama-quantize's blocks are our quantizers' (quant.h): every Q8_0 block of llama.cpp's file equals quantize_row of
-// the folder's row (attn_q / attn_k rows taken in llama.cpp's order), the embedding's too.
-TEST(GgufBlocks, LlamaQuantizesQ8_0AsWeDo) {
+// llama-quantize's blocks are our quantizers' (quant.h): every Q8_0 block of llama.cpp's Q8_0 file, and every Q4_0
+// block of its Q4_0 file, equals quantize_row of the folder's row (attn_q / attn_k rows taken in llama.cpp's order),
+// the embedding's too.
+TEST(GgufBlocks, LlamaQuantizesQ8_0AndQ4_0AsWeDo) {
     const Checkpoint folder(test::model_dir("tinystories3M"));
-    const GgufFile file(test::shared_gguf("tinystories3M-Q8_0.gguf"));
     const LlamaConfig c = load_config(test::model_dir("tinystories3M") / "config.json");
-    size_t blocks = 0;
-    for (const TensorSpec& s : llama_tensor_table(c)) {
-        if (s.shape.size() != 2) continue;
-        const GgufTensor* t = file.tensor(s.gguf_name);
-        ASSERT_TRUE(t) << s.gguf_name;
-        if (t->type->id != kGgmlQ8_0) continue;
-        const TensorView& src = *folder.find(s.name);
-        const int64_t rows = s.shape[0], cols = s.shape[1];
-        const int64_t heads = s.layer_field == &LayerWeights::q_proj   ? c.num_attention_heads
-                              : s.layer_field == &LayerWeights::k_proj ? c.num_key_value_heads
-                                                                       : 0;
-        const size_t row = quant_row_bytes(QuantType::q8_0, cols);
-        std::vector<uint8_t> q(row);
-        for (int64_t g = 0; g < rows; ++g) {
-            const int64_t r = heads ? hf_rope_row(g, rows / heads) : g;
-            quantize_row(QuantType::q8_0, static_cast<const float*>(src.data) + r * cols, q.data(), cols);
-            ASSERT_EQ(std::memcmp(q.data(), t->data + size_t(g) * row, row), 0) << s.gguf_name << " row " << g;
-            blocks += row / 34;
+    for (const auto& [name, q] : {std::pair{"Q8_0", QuantType::q8_0}, std::pair{"Q4_0", QuantType::q4_0}}) {
+        const GgufFile file(test::shared_gguf(std::string("tinystories3M-") + name + ".gguf"));
+        size_t blocks = 0;
+        for (const TensorSpec& s : llama_tensor_table(c)) {
+            if (s.shape.size() != 2) continue;
+            const GgufTensor* t = file.tensor(s.gguf_name);
+            ASSERT_TRUE(t) << s.gguf_name;
+            if (t->type->id != ggml_type_of(q)) continue;
+            const TensorView& src = *folder.find(s.name);
+            const int64_t rows = s.shape[0], cols = s.shape[1];
+            const int64_t heads = s.layer_field == &LayerWeights::q_proj   ? c.num_attention_heads
+                                  : s.layer_field == &LayerWeights::k_proj ? c.num_key_value_heads
+                                                                           : 0;
+            const size_t row = quant_row_bytes(q, cols);
+            std::vector<uint8_t> got(row);
+            for (int64_t g = 0; g < rows; ++g) {
+                const int64_t r = heads ? hf_rope_row(g, rows / heads) : g;
+                quantize_row(q, static_cast<const float*>(src.data) + r * cols, got.data(), cols);
+                ASSERT_EQ(std::memcmp(got.data(), t->data + size_t(g) * row, row), 0)
+                    << name << " " << s.gguf_name << " row " << g;
+                blocks += row / quant_block_bytes(q);
+            }
         }
+        EXPECT_GT(blocks, 50000u) << name;
     }
-    EXPECT_GT(blocks, 50000u);
 }
 
 // llama.cpp's perplexities of its own files (../shared/reference/gguf/ppl.txt), within 0.05%.
@@ -150,7 +155,7 @@ TEST(GgufAccuracy, PerplexityEqualsLlamaCppsOnItsOwnFiles) {
         double ppl = 0;
         if (line[0] != '#' && words >> file >> ppl) ref[file] = ppl;
     }
-    for (const char* name : {"F32", "F16", "Q8_0", "Q4_K_M", "Q6_K"}) {
+    for (const char* name : {"F32", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q5_K_M", "Q6_K"}) {
         const std::string file = std::string("tinystories3M-") + name + ".gguf";
         ASSERT_TRUE(ref.count(file)) << file;
         const test::RunResult r = test::run_binary({"perplexity", "-m", test::shared_gguf(file).string(), "-f",
@@ -163,11 +168,15 @@ TEST(GgufAccuracy, PerplexityEqualsLlamaCppsOnItsOwnFiles) {
 }
 
 TEST(GgufModelErrors, OtherTypesAreRefusedNamingTensorTypeAndTheSupportedList) {
-    EXPECT_TRUE(HasSubstr(model_error(test::shared_gguf("tinystories3M-Q4_0.gguf")),
-                          "tinystories3M-Q4_0.gguf: tensor 'token_embd.weight' is Q4_0, which is not supported "
-                          "(supported: F32, F16, BF16, Q8_0, Q4_K, Q6_K)"));
-    EXPECT_TRUE(
-        HasSubstr(model_error(test::shared_gguf("tinystories3M-Q5_K_M.gguf")), "is Q5_K, which is not supported"));
+    test::TempDir tmp;
+    GgufBuilder b = GgufBuilder::from(GgufFile(test::shared_gguf("tinystories3M-Q4_K_M.gguf")));
+    GgufBuilder::Tensor& t = *b.tensor("token_embd.weight");
+    t.type = kGgmlQ2_K;  // 256 weights in 84 bytes
+    t.data.assign(size_t(t.ne[0] / 256 * t.ne[1] * 84), '\0');
+    test::write_file(tmp / "q2_k.gguf", b.bytes());
+    EXPECT_TRUE(HasSubstr(model_error(tmp / "q2_k.gguf"),
+                          "q2_k.gguf: tensor 'token_embd.weight' is Q2_K, which is not supported "
+                          "(supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)"));
     EXPECT_TRUE(HasSubstr(
         error_of([] { Model m(test::shared_gguf("tinystories3M-Q4_K_M.gguf"), {}, QuantScheme::q8_0); }),
         "--quant q8_0: " + test::shared_gguf("tinystories3M-Q4_K_M.gguf").string() + " is already quantized (Q4_K_M)"));
@@ -321,8 +330,8 @@ TEST_P(GgufRoundTrip, WrittenFileLoadsToTheFoldersLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, GgufRoundTrip,
-                         ::testing::Values(QuantScheme::none, QuantScheme::q8_0, QuantScheme::q6_k,
-                                           QuantScheme::q4_k_m),
+                         ::testing::Values(QuantScheme::none, QuantScheme::q8_0, QuantScheme::q6_k, QuantScheme::q4_k_m,
+                                           QuantScheme::q5_k_m, QuantScheme::q4_0),
                          [](const auto& i) { return std::string(scheme_name(i.param)); });
 
 TEST(GgufWrite, SixteenBitFoldersKeepTheirTypeAndTheirLogits) {
@@ -342,15 +351,52 @@ TEST(GgufWrite, SixteenBitFoldersKeepTheirTypeAndTheirLogits) {
     }
 }
 
-TEST(GgufWrite, TiedEmbeddingQuantizedApartIsWrittenAsOutput) {
-    test::TempDir tmp;
-    const Model m(test::model_dir(), {}, QuantScheme::q8_0);  // stories260K: tied; hidden 64 fits q8_0
-    save_gguf(m, vocab_of(test::model_dir()), "s", tmp / "s.gguf");
-    const GgufFile g(tmp / "s.gguf");
-    ASSERT_TRUE(g.tensor("output.weight"));
-    EXPECT_EQ(std::string(g.tensor("output.weight")->type->name), "Q8_0");
-    EXPECT_EQ(std::string(g.tensor("token_embd.weight")->type->name), "F32");
-    EXPECT_EQ(logits_of(Model(tmp / "s.gguf"), kIds), logits_of(m, kIds));
+// A tied model quantized is written as llama.cpp's llama-quantize writes it: the embedding quantized to the output
+// projection's format, and no output.weight (llama.cpp's Q4_K_M of stories260K-F32.gguf: token_embd Q8_0, the
+// matrices of 64 columns Q5_0, attn_v of layers 2 and 4 Q8_0 (its Q6_K's fallback), ffn_down of 172 columns a float
+// type (F16 there, F32 here: the source's)); the file loads to the model's logits.
+TEST(GgufWrite, TiedModelQuantizedAsLlamaCppWritesIt) {
+    for (QuantScheme scheme : {QuantScheme::q8_0, QuantScheme::q4_k_m}) {
+        SCOPED_TRACE(scheme_name(scheme));
+        test::TempDir tmp;
+        const Model m(test::model_dir(), {}, scheme);  // stories260K: tied
+        save_gguf(m, vocab_of(test::model_dir()), "s", tmp / "s.gguf");
+        const GgufFile g(tmp / "s.gguf");
+        EXPECT_FALSE(g.tensor("output.weight"));
+        EXPECT_EQ(std::string(g.tensor("token_embd.weight")->type->name), "Q8_0");
+        if (scheme == QuantScheme::q4_k_m) {
+            for (int l = 0; l < 5; ++l) {
+                const std::string b = "blk." + std::to_string(l) + ".";
+                EXPECT_EQ(std::string(g.tensor(b + "attn_q.weight")->type->name), "Q5_0") << l;
+                EXPECT_EQ(std::string(g.tensor(b + "ffn_up.weight")->type->name), "Q5_0") << l;
+                EXPECT_EQ(std::string(g.tensor(b + "attn_v.weight")->type->name), l == 2 || l == 4 ? "Q8_0" : "Q5_0");
+                EXPECT_EQ(std::string(g.tensor(b + "ffn_down.weight")->type->name), "F32") << l;
+            }
+        }
+        EXPECT_EQ(logits_of(Model(tmp / "s.gguf"), kIds), logits_of(m, kIds));
+    }
+}
+
+// Each scheme's mix is llama.cpp's: every tensor of tinystories3M (untied, every dimension a multiple of 256) quantized
+// at load takes the type llama-quantize gave it in llama.cpp's file of that file type, the embedding too.
+TEST(GgufMixes, EachSchemeTakesLlamaCppsTypes) {
+    const std::pair<QuantScheme, const char*> files[] = {{QuantScheme::q8_0, "Q8_0"},
+                                                         {QuantScheme::q6_k, "Q6_K"},
+                                                         {QuantScheme::q4_k_m, "Q4_K_M"},
+                                                         {QuantScheme::q5_k_m, "Q5_K_M"},
+                                                         {QuantScheme::q4_0, "Q4_0"}};
+    for (const auto& [scheme, name] : files) {
+        SCOPED_TRACE(name);
+        const Model m(test::model_dir("tinystories3M"), {}, scheme);
+        const GgufFile g(test::shared_gguf(std::string("tinystories3M-") + name + ".gguf"));
+        EXPECT_EQ(g.integer("general.file_type", 0, 99), file_type_of(scheme, DType::F32));
+        for (const TensorSpec& s : llama_tensor_table(m.config())) {
+            if (s.shape.size() != 2) continue;
+            const Weight& w = weight_of(m.weights(), s);
+            const QuantType q = s.matrix ? w.packed.quant : w.quant;
+            EXPECT_EQ(ggml_type_of(q), g.tensor(s.gguf_name)->type->id) << s.gguf_name << " is " << quant_name(q);
+        }
+    }
 }
 
 }  // namespace

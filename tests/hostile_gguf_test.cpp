@@ -68,15 +68,43 @@ TEST(HostileGguf, TypesAndCounts) {
     TempDir tmp;
     expect_load_error(edited(tmp, "type.gguf", [](GgufBuilder& b) { b.tensor("blk.0.attn_v.weight")->type = 77; }),
                       {"type.gguf", "tensor 'blk.0.attn_v.weight'", "unknown tensor type 77"});
-    expect_load_error(
-        edited(tmp, "q4_1.gguf",
-               [](GgufBuilder& b) {  // a ggml type the engine does not read
-                   GgufBuilder::Tensor& t = *b.tensor("blk.0.attn_v.weight");
-                   t.type = 3;  // Q4_1: 32 elements in 20 bytes
-                   t.data.resize(size_t(t.ne[1] * t.ne[0] / 32 * 20));
-               }),
-        {"q4_1.gguf", "tensor 'blk.0.attn_v.weight' is Q4_1", "supported: F32, F16, BF16, Q8_0, Q4_K, Q6_K"});
-    expect_load_error(test::shared_gguf("tinystories3M-Q5_K_M.gguf"), {"tinystories3M-Q5_K_M.gguf", "is Q5_K"});
+    expect_load_error(edited(tmp, "q4_1.gguf",
+                             [](GgufBuilder& b) {  // a ggml type the engine does not read
+                                 GgufBuilder::Tensor& t = *b.tensor("blk.0.attn_v.weight");
+                                 t.type = 3;  // Q4_1: 32 elements in 20 bytes
+                                 t.data.resize(size_t(t.ne[1] * t.ne[0] / 32 * 20));
+                             }),
+                      {"q4_1.gguf", "tensor 'blk.0.attn_v.weight' is Q4_1",
+                       "supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K"});
+    expect_load_error(edited(tmp, "q2_k.gguf",
+                             [](GgufBuilder& b) {
+                                 GgufBuilder::Tensor& t = *b.tensor("blk.0.attn_v.weight");
+                                 t.type = kGgmlQ2_K;  // 256 elements in 84 bytes: one block a row of 64 is refused
+                                 t.ne = {256, 16};    // first, as an unsupported type
+                                 t.data.assign(16 * 84, '\0');
+                             }),
+                      {"q2_k.gguf", "tensor 'blk.0.attn_v.weight' is Q2_K, which is not supported"});
+    // The block types beside Q8_0, Q4_K and Q6_K: a row length that is not a multiple of the block, and llama.cpp's
+    // files cut short.
+    expect_load_error(edited(tmp, "q5_0.gguf",
+                             [](GgufBuilder& b) {
+                                 GgufBuilder::Tensor& t = *b.tensor("blk.0.ffn_down.weight");  // [172, 64] F32
+                                 t.type = kGgmlQ5_0;
+                                 t.data.assign(64 * 6 * 22, '\0');  // as if 6 blocks a row
+                             }),
+                      {"q5_0.gguf", "tensor 'blk.0.ffn_down.weight'", "not a multiple of Q5_0's block of 32"});
+    for (const char* name : {"tinystories3M-Q4_0.gguf", "tinystories3M-Q5_K_M.gguf"}) {
+        const std::string whole = test::read_file(test::shared_gguf(name));
+        test::write_file(tmp / name, whole.substr(0, whole.size() / 2));
+        expect_load_error(tmp / name, {name, "runs past the end"});
+    }
+    expect_load_error(edited(tmp, "q5_k.gguf",
+                             [](GgufBuilder& b) {
+                                 GgufBuilder::Tensor& t = *b.tensor("blk.0.ffn_up.weight");  // [64, 172] F32
+                                 t.type = kGgmlQ5_K;
+                                 t.data.assign(172 * 176, '\0');  // as if one block of 256 a row
+                             }),
+                      {"q5_k.gguf", "tensor 'blk.0.ffn_up.weight'", "not a multiple of Q5_K's block of 256"});
     expect_load_error(edited(tmp, "keys.gguf", [](GgufBuilder& b) { b.claimed_kvs = uint64_t(1) << 50; }),
                       {"keys.gguf", "1125899906842624 metadata keys"});
     expect_load_error(edited(tmp, "nested.gguf",

@@ -185,8 +185,9 @@ TEST(InspectCli, ReportsTheTuningPlainllamaTuningChooses) {
 }
 
 // --quant: the format each matrix takes at load and its bytes then, from the headers alone: llama.cpp's q4_k_m mix on
-// tinystories3M (4 layers: q6_k for v_proj and down_proj of layers 2 and 3, and lm_head), the block fallbacks of
-// stories260K (FFN 172: down_proj stays F32; hidden 64: q8_0), and without --quant every tensor as stored.
+// tinystories3M (4 layers: q6_k for v_proj and down_proj of layers 2 and 3, and lm_head; the embedding q4_k), the
+// block fallbacks of stories260K (FFN 172: down_proj stays F32; hidden 64: q5_0), and without --quant every tensor as
+// stored.
 TEST(InspectCli, QuantShowsEachMatrixFormatAndTheBytesLoaded) {
     auto inspect = [](const std::string& model, const std::string& quant) {
         const auto r = test::run_binary({"inspect", "-m", test::model_dir(model).string(), "--json", "--quant", quant});
@@ -203,7 +204,7 @@ TEST(InspectCli, QuantShowsEachMatrixFormatAndTheBytesLoaded) {
     EXPECT_EQ(t["model.layers.3.mlp.down_proj.weight"]["format"], "q6_k");
     EXPECT_EQ(t["lm_head.weight"]["format"], "q6_k");
     EXPECT_EQ(t["model.norm.weight"]["format"], "F32");
-    EXPECT_EQ(t["model.embed_tokens.weight"]["format"], "F32");
+    EXPECT_EQ(t["model.embed_tokens.weight"]["format"], "q4_k");
     // [256, 256] q4_k: 16 groups of 16 rows, one tile each (quant.h)
     EXPECT_EQ(t["model.layers.0.self_attn.q_proj.weight"]["loaded_bytes"], 256 / 16 * kQ4x16Tile);
     EXPECT_EQ(t["model.layers.3.mlp.down_proj.weight"]["loaded_bytes"], 256 * 768 / 256 * 210);     // [256, 768] q6_k
@@ -214,7 +215,7 @@ TEST(InspectCli, QuantShowsEachMatrixFormatAndTheBytesLoaded) {
 
     auto [s, st] = inspect("stories260K", "q4_k_m");
     EXPECT_EQ(st["model.layers.0.mlp.down_proj.weight"]["format"], "F32");
-    EXPECT_EQ(st["model.layers.0.mlp.gate_proj.weight"]["format"], "q8_0");
+    EXPECT_EQ(st["model.layers.0.mlp.gate_proj.weight"]["format"], "q5_0");
 
     auto [n, nt] = inspect("tinystories3M", "none");
     EXPECT_EQ(nt["model.layers.0.self_attn.q_proj.weight"]["format"], "F32");

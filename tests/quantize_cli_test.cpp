@@ -53,7 +53,8 @@ TEST_P(SavedFolder, EqualsQuantizingAtLoad) {
     const std::string fmt = saved.metadata().at("plainllama.quant:" + name);
     QuantType q;
     ASSERT_TRUE(parse_quant_type(fmt, &q));
-    EXPECT_EQ(fmt, std::string(scheme) == "q4_k_m" ? "q6_k" : scheme);
+    const bool km = std::string(scheme) == "q4_k_m" || std::string(scheme) == "q5_k_m";
+    EXPECT_EQ(fmt, km ? "q6_k" : scheme);
     EXPECT_EQ(saved.metadata().at("plainllama.quant_scheme"), scheme);
     EXPECT_EQ(t.dtype, DType::U8);
     const TensorView& o = *orig.find(name);
@@ -61,12 +62,22 @@ TEST_P(SavedFolder, EqualsQuantizingAtLoad) {
     std::vector<uint8_t> row(quant_row_bytes(q, o.shape[1]));
     quantize_row(q, static_cast<const float*>(o.data) + 5 * o.shape[1], row.data(), o.shape[1]);
     EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(t.data) + 5 * row.size(), row.data(), row.size()), 0);
-    // norms and embeddings as in the source
+    // norms as in the source; the (untied) embedding in the scheme's base format, rows of blocks as the matrices
     EXPECT_EQ(saved.find("model.norm.weight")->dtype, DType::F32);
-    EXPECT_EQ(saved.find("model.embed_tokens.weight")->dtype, DType::F32);
+    const TensorView& e = *saved.find("model.embed_tokens.weight");
+    const std::string efmt = saved.metadata().at("plainllama.quant:model.embed_tokens.weight");
+    EXPECT_EQ(efmt, std::string(scheme) == "q4_k_m" ? "q4_k" : std::string(scheme) == "q5_k_m" ? "q5_k" : scheme);
+    QuantType eq;
+    ASSERT_TRUE(parse_quant_type(efmt, &eq));
+    const TensorView& eo = *orig.find("model.embed_tokens.weight");
+    ASSERT_EQ(e.dtype, DType::U8);
+    ASSERT_EQ(e.shape, (std::vector<int64_t>{eo.shape[0], int64_t(quant_row_bytes(eq, eo.shape[1]))}));
+    std::vector<uint8_t> erow(quant_row_bytes(eq, eo.shape[1]));
+    quantize_row(eq, static_cast<const float*>(eo.data) + 7 * eo.shape[1], erow.data(), eo.shape[1]);
+    EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(e.data) + 7 * erow.size(), erow.data(), erow.size()), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Quantize, SavedFolder, ::testing::Values("q8_0", "q6_k", "q4_k_m"),
+INSTANTIATE_TEST_SUITE_P(Quantize, SavedFolder, ::testing::Values("q8_0", "q6_k", "q4_k_m", "q5_k_m", "q4_0"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(Quantize, Errors) {

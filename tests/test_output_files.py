@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""`quantize` writing its folder when the disk fills or a file-size limit (ulimit -f) is hit: the error names the file
+"""`quantize` writing its folder (or a GGUF file) when the disk fills or a file-size limit (ulimit -f) is hit: the error names the file
 and the errno as the kernel gave it ("No space left on device", "File too large"), and nothing of the run is left
 (not its partial files, not the folder it made); a limit that ends the process by its signal (SIGXFSZ) removes them
 too, as SIGINT and SIGTERM do.
@@ -19,6 +19,8 @@ SOURCE_DIR = os.environ.get("PLAINLLAMA_SOURCE_DIR") or os.path.dirname(os.path.
 SHARED_DIR = os.environ.get("PLAINLLAMA_SHARED_DIR") or os.path.join(SOURCE_DIR, "..", "shared")
 BINARY = os.environ.get("PLAINLLAMA_BINARY") or os.path.join(SOURCE_DIR, "build", "plainllama")
 MODEL = os.path.join(SHARED_DIR, "models", "tinystories3M")  # 3.4 MB as q8_0
+# The outputs: a folder (the file named in errors is its model.safetensors) and a GGUF file.
+OUTPUTS = [("q", "q/model.safetensors"), ("q.gguf", "q.gguf")]
 
 
 def quantize(out):
@@ -47,34 +49,36 @@ class OutputFiles(unittest.TestCase):
     def test_a_full_disk_is_named_and_leaves_nothing(self):
         if not can_mount_tmpfs():
             self.skipTest("machine: cannot mount a tmpfs in a private mount namespace (needs root and unshare)")
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "q")
-            # a 1 MiB disk of its own: the weights do not fit; what is left on it is listed before it goes
-            script = (f"mount -t tmpfs -o size=1m none '{tmp}' && "
-                      + " ".join(f"'{a}'" for a in quantize(out)) + f"; echo status=$?; ls -A '{tmp}'")
-            r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=120)
-            self.assertEqual(r.stderr, f"plainllama: error: {out}/model.safetensors: cannot be written: "
-                                       "No space left on device\n")
-            self.assertEqual(r.stdout, "status=1\n")  # and an empty listing
+        for name, named in OUTPUTS:
+            with self.subTest(out=name), tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, name)
+                # a 1 MiB disk of its own: the weights do not fit; what is left on it is listed before it goes
+                script = (f"mount -t tmpfs -o size=1m none '{tmp}' && "
+                          + " ".join(f"'{a}'" for a in quantize(out)) + f"; echo status=$?; ls -A '{tmp}'")
+                r = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True,
+                                   timeout=120)
+                self.assertEqual(r.stderr, f"plainllama: error: {os.path.join(tmp, named)}: cannot be written: "
+                                           "No space left on device\n")
+                self.assertEqual(r.stdout, "status=1\n")  # and an empty listing
 
     def test_a_file_size_limit_is_named_and_leaves_nothing(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "q")
-            r = subprocess.run(quantize(out), capture_output=True, text=True, timeout=120,
-                               preexec_fn=file_limit(1 << 20, ignore_signal=True))
-            self.assertEqual(r.returncode, 1, r.stderr)
-            self.assertEqual(r.stderr, f"plainllama: error: {out}/model.safetensors: cannot be written: "
-                                       "File too large\n")
-            self.assertEqual(os.listdir(tmp), [])
+        for name, named in OUTPUTS:
+            with self.subTest(out=name), tempfile.TemporaryDirectory() as tmp:
+                r = subprocess.run(quantize(os.path.join(tmp, name)), capture_output=True, text=True, timeout=120,
+                                   preexec_fn=file_limit(1 << 20, ignore_signal=True))
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stderr, f"plainllama: error: {os.path.join(tmp, named)}: cannot be written: "
+                                           "File too large\n")
+                self.assertEqual(os.listdir(tmp), [])
 
     def test_the_limits_signal_removes_the_partial_files(self):
         # SIGXFSZ ends the process mid-file (its default action), as SIGINT or SIGTERM would
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "q")
-            r = subprocess.run(quantize(out), capture_output=True, text=True, timeout=120,
-                               preexec_fn=file_limit(1 << 20, ignore_signal=False))
-            self.assertEqual(r.returncode, -signal.SIGXFSZ, r.stderr)
-            self.assertEqual(os.listdir(tmp), [])
+        for name, _ in OUTPUTS:
+            with self.subTest(out=name), tempfile.TemporaryDirectory() as tmp:
+                r = subprocess.run(quantize(os.path.join(tmp, name)), capture_output=True, text=True, timeout=120,
+                                   preexec_fn=file_limit(1 << 20, ignore_signal=False))
+                self.assertEqual(r.returncode, -signal.SIGXFSZ, r.stderr)
+                self.assertEqual(os.listdir(tmp), [])
 
 
 if __name__ == "__main__":

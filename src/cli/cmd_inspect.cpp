@@ -106,7 +106,7 @@ Run add_inspect(CLI::App& app) {
         ->capture_default_str();
     cmd->add_flag("--json", o->json, "Print JSON instead of text");
     cmd->add_option("--quant", o->quant, "Show the format each matrix would take with --quant (and the bytes loaded)")
-        ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m"}))
+        ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m", "q5_k_m", "q4_0"}))
         ->capture_default_str();
     return [o] {
         std::filesystem::path gguf_file;
@@ -160,9 +160,23 @@ Run add_inspect(CLI::App& app) {
             bytes += t.nbytes;
             loaded_bytes += as.second;
         };
+        // Matrices stored quantized are used as they are; otherwise the scheme quantizes the embedding too, kept as
+        // rows of blocks (not tiles).
+        bool stored = false;
+        for (const TensorSpec& s : f.checkpoint ? llama_tensor_table(c) : std::vector<TensorSpec>{})
+            stored = stored || (s.matrix && weight_of(f.weights, s).quant != QuantType::none);
+        const QuantScheme at_load = stored ? QuantScheme::none : scheme;
         for (const TensorSpec& s : f.checkpoint ? llama_tensor_table(c) : std::vector<TensorSpec>{}) {
             const TensorView& t = *f.checkpoint->find(s.name);
             const Weight& w = weight_of(f.weights, s);
+            if (s.model_field == &ModelWeights::embed_tokens) {
+                const QuantType q = w.quant != QuantType::none ? w.quant : quant_for_embedding(at_load, c);
+                add(s.name, t, s.shape,
+                    q == QuantType::none
+                        ? loaded(w, q, t)
+                        : std::pair<std::string, size_t>{quant_name(q), size_t(w.rows) * quant_row_bytes(q, w.cols)});
+                continue;
+            }
             add(s.name, t, s.shape, s.matrix ? loaded(w, quant_for(scheme, s, c), t) : loaded(w, QuantType::none, t));
         }
         if (f.checkpoint &&
@@ -170,7 +184,7 @@ Run add_inspect(CLI::App& app) {
             const Weight& w = f.weights.lm_head;
             const bool apart = w.data != f.weights.embed_tokens.data;
             const TensorView& t = *f.checkpoint->find(apart ? "lm_head.weight" : "model.embed_tokens.weight");
-            const auto as = loaded(w, quant_for_tied_lm_head(scheme, c), t);
+            const auto as = loaded(w, quant_for_tied_lm_head(at_load, c), t);
             if (apart) {
                 add("lm_head.weight", t, {c.vocab_size, c.hidden_size}, as);
                 params -= c.vocab_size * c.hidden_size;  // the same parameters as the embedding's

@@ -29,8 +29,9 @@ Run add_quantize(CLI::App& app) {
                     "A folder to write, new (created) or empty; or a new file NAME.gguf")
         ->required();
     cmd->add_option("--quant", o->m.quant,
-                    "Format: q8_0, q6_k or q4_k_m (llama.cpp's mix); none (the weights as they are: GGUF output only)")
-        ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m"}))
+                    "Format: q8_0, q6_k, q4_k_m, q5_k_m or q4_0 (llama.cpp's mixes); none (the weights as they are: "
+                    "GGUF output only)")
+        ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m", "q5_k_m", "q4_0"}))
         ->required();
     cmd->add_option("-t,--threads", o->m.threads, "Threads (default: physical cores)")->transform(int_range(1, 1024));
     cmd->add_flag("--quiet", o->m.quiet, "Print nothing on stderr but errors");
@@ -38,7 +39,9 @@ Run add_quantize(CLI::App& app) {
         const std::filesystem::path out(o->out);
         const bool gguf_out = out.extension() == ".gguf";
         if (!gguf_out && o->m.quant == "none")
-            throw UsageError("--quant none: a folder is written quantized; give q8_0, q6_k or q4_k_m, or -o NAME.gguf");
+            throw UsageError(
+                "--quant none: a folder is written quantized; give q8_0, q6_k, q4_k_m, q5_k_m or q4_0, or -o "
+                "NAME.gguf");
         if (!gguf_out && is_gguf_model(o->m.model))
             throw UsageError("-o " + o->out + ": a GGUF model is saved as a GGUF file; give -o NAME.gguf");
         std::error_code ec;

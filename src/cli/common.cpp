@@ -91,9 +91,10 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
         cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings, at most 4096)")
             ->transform(int_range(1, int64_t(1) << 24));
     cmd->add_flag("--quiet", o.quiet, "Print nothing on stderr but errors");
-    cmd->add_option("--quant", o.quant,
-                    "Quantize the weight matrices at load: none (exact), q8_0, q6_k or q4_k_m (llama.cpp's mix)")
-        ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m"}))
+    cmd->add_option(
+           "--quant", o.quant,
+           "Quantize the weights at load: none (exact), q8_0, q6_k, q4_k_m, q5_k_m or q4_0 (llama.cpp's mixes)")
+        ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m", "q5_k_m", "q4_0"}))
         ->capture_default_str();
     cmd->add_option("--cache-type", o.cache_type,
                     "KV cache storage: f32, f16 or q8_0 (llama.cpp's -ctk/-ctv; default f16, serve f32)")

@@ -1,12 +1,9 @@
 #include "plainllama/io/gguf_writer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 
+#include "plainllama/io/output.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
@@ -85,7 +82,6 @@ void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>&
 }
 
 void GgufWriter::write(const std::filesystem::path& path) const {
-    namespace fs = std::filesystem;
     std::string header = "GGUF";
     put<uint32_t>(header, 3);
     put<uint64_t>(header, tensors_.size());
@@ -104,44 +100,32 @@ void GgufWriter::write(const std::filesystem::path& path) const {
     }
     header.append((kAlignment - header.size() % kAlignment) % kAlignment, '\0');
 
-    const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-    const fs::path tmp = dir / ("." + path.filename().string() + "." + std::to_string(::getpid()) + ".partial");
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw Error(path.string() + ": cannot be written: " + std::strerror(errno));
-    std::error_code ec;
+    // The bytes through a buffer: the tensors' callbacks write a row at a time.
+    PartialFile out(path);
+    std::string buf;
+    constexpr size_t kBuffer = size_t(1) << 20;
     uint64_t written = 0;
     const Sink sink = [&](const void* p, size_t n) {
-        if (n > 0 && std::fwrite(p, 1, n, f) != n)
-            throw Error(path.string() + ": cannot be written: " + std::strerror(errno));
+        if (buf.size() + n > kBuffer) {
+            out.write(buf);
+            buf.clear();
+        }
+        if (n >= kBuffer)
+            out.write(p, n);
+        else
+            buf.append(static_cast<const char*>(p), n);
         written += n;
     };
-    try {
-        sink(header.data(), header.size());
-        const std::string pad(kAlignment, '\0');
-        for (size_t i = 0; i < tensors_.size(); ++i) {
-            const uint64_t start = written;
-            tensors_[i].write(sink);
-            PL_CHECK(written - start == tensors_[i].nbytes);
-            sink(pad.data(), size_t((kAlignment - written % kAlignment) % kAlignment));
-        }
-        if (std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
-            throw Error(path.string() + ": cannot be written: " + std::strerror(errno));
-    } catch (...) {
-        std::fclose(f);
-        fs::remove(tmp, ec);
-        throw;
+    sink(header.data(), header.size());
+    const std::string pad(kAlignment, '\0');
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+        const uint64_t start = written;
+        tensors_[i].write(sink);
+        PL_CHECK(written - start == tensors_[i].nbytes);
+        sink(pad.data(), size_t((kAlignment - written % kAlignment) % kAlignment));
     }
-    if (std::fclose(f) != 0) {
-        const std::string why = std::strerror(errno);
-        fs::remove(tmp, ec);
-        throw Error(path.string() + ": cannot be written: " + why);
-    }
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        const std::string why = ec.message();
-        fs::remove(tmp, ec);
-        throw Error(path.string() + ": cannot rename the written file into place: " + why);
-    }
+    out.write(buf);
+    out.commit();
 }
 
 }  // namespace plainllama

@@ -107,11 +107,11 @@ QuantizedX quantize_x(const Kernels& ks, const MatmulJob* jobs, int n_jobs, cons
     QuantizedX q;
     for (int i = 0; i < n_jobs; ++i) {
         const QuantType t = jobs[i].W->quant;
-        if (t == QuantType::q8_0 && !q.q32) {
+        if (t != QuantType::none && !quant_k_block(t) && !q.q32) {
             q32.resize(size_t(T_ * (K / 32)));
             for (int64_t r = 0; r < T_; ++r) ks.quantize_q8x32(q32.data() + r * (K / 32), x + r * K, K);
             q.q32 = q32.data();
-        } else if ((t == QuantType::q4_k || t == QuantType::q6_k) && !q.q256) {
+        } else if (quant_k_block(t) && !q.q256) {
             q256.resize(size_t(T_ * (K / 256)));
             for (int64_t r = 0; r < T_; ++r) ks.quantize_q8x256(q256.data() + r * (K / 256), x + r * K, K);
             q.q256 = q256.data();
@@ -131,6 +131,12 @@ void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const Qu
         case QuantType::q8_0: return ks.matvec_q8_0(out, data, W.K, xq.q32, r0, r1);
         case QuantType::q4_k: return ks.matvec_q4_k(out, data, W.K, xq.q256, r0, r1);
         case QuantType::q6_k: return ks.matvec_q6_k(out, data, W.K, xq.q256, r0, r1);
+        case QuantType::q4_0:
+            return ks.matvec_q4_0(out, data, W.K, xq.q32, r0, r1);
+        case QuantType::q5_0:
+            return ks.matvec_q5_0(out, data, W.K, xq.q32, r0, r1);
+        case QuantType::q5_k:
+            return ks.matvec_q5_k(out, data, W.K, xq.q256, r0, r1);
         case QuantType::none: return;
     }
 }
@@ -165,6 +171,12 @@ void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const 
                 return ks.matvec_q4_k_x16(j.out, W.N, data, W.K, xq.q256, W.K / 256, int(T_), g0, g1);
             case QuantType::q6_k:
                 return ks.matvec_q6_k_x16(j.out, W.N, data, W.K, xq.q256, W.K / 256, int(T_), g0, g1);
+            case QuantType::q4_0:
+                return ks.matvec_q4_0_x16(j.out, W.N, data, W.K, xq.q32, W.K / 32, int(T_), g0, g1);
+            case QuantType::q5_0:
+                return ks.matvec_q5_0_x16(j.out, W.N, data, W.K, xq.q32, W.K / 32, int(T_), g0, g1);
+            case QuantType::q5_k:
+                return ks.matvec_q5_k_x16(j.out, W.N, data, W.K, xq.q256, W.K / 256, int(T_), g0, g1);
             case QuantType::none: return;
         }
     }

@@ -53,6 +53,20 @@ void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K) {
     }
 }
 
+void quantize_rows(uint8_t* dst, const void* W, DType t, int64_t N, int64_t K, QuantType q) {
+    const size_t row = quant_row_bytes(q, K), es = dtype_size(t);
+    isa::active();  // chosen here, where a bad PLAINLLAMA_KERNELS or PLAINLLAMA_TUNING throws, not in the region
+#pragma omp parallel if (N * K >= kParallelWork)
+    {
+        std::vector<float> x(static_cast<size_t>(K));  // [K] one row in f32
+#pragma omp for schedule(dynamic, 16)
+        for (int64_t r = 0; r < N; ++r) {
+            convert_to_f32(x.data(), static_cast<const uint8_t*>(W) + size_t(r * K) * es, t, K);
+            quantize_row(q, x.data(), dst + size_t(r) * row, K);
+        }
+    }
+}
+
 PackedWeights::PackedWeights(size_t capacity) : capacity_(capacity) {
     const size_t huge = size_t(1) << 21, align = capacity >= huge ? huge : 64;
     void* p = nullptr;

@@ -12,7 +12,9 @@ namespace {
 constexpr GgufWeightType kWeightTypes[] = {
     {kGgmlF32, DType::F32, QuantType::none},   {kGgmlF16, DType::F16, QuantType::none},
     {kGgmlBF16, DType::BF16, QuantType::none}, {kGgmlQ8_0, DType::U8, QuantType::q8_0},
-    {kGgmlQ4_K, DType::U8, QuantType::q4_k},   {kGgmlQ6_K, DType::U8, QuantType::q6_k},
+    {kGgmlQ4_0, DType::U8, QuantType::q4_0},   {kGgmlQ5_0, DType::U8, QuantType::q5_0},
+    {kGgmlQ4_K, DType::U8, QuantType::q4_k},   {kGgmlQ5_K, DType::U8, QuantType::q5_k},
+    {kGgmlQ6_K, DType::U8, QuantType::q6_k},
 };
 
 // llama.cpp's llama_ftype names (general.file_type), by value.
@@ -59,8 +61,14 @@ bool scheme_of_file_type(int64_t file_type, QuantScheme* scheme) {
         case 7:
             *scheme = QuantScheme::q8_0;
             return true;
+        case 2:
+            *scheme = QuantScheme::q4_0;
+            return true;
         case 15:
             *scheme = QuantScheme::q4_k_m;
+            return true;
+        case 17:
+            *scheme = QuantScheme::q5_k_m;
             return true;
         case 18:
             *scheme = QuantScheme::q6_k;
@@ -80,6 +88,10 @@ int64_t file_type_of(QuantScheme scheme, DType t) {
             return 18;
         case QuantScheme::q4_k_m:
             return 15;
+        case QuantScheme::q5_k_m:
+            return 17;
+        case QuantScheme::q4_0:
+            return 2;
     }
     return 0;
 }

@@ -80,20 +80,37 @@ void Model::pack_weights(const Progress& progress) {
     };
     std::vector<Job> matrices;
     bytes_per_token_ = 0;
+    bool stored = false;  // matrices stored quantized (a saved folder, a quantized GGUF): used as they are
     for (const TensorSpec& s : llama_tensor_table(config_)) {
         Weight& w = weight_of(weights_, s);
+        stored = stored || (s.matrix && w.quant != QuantType::none);
         if (s.matrix)
             matrices.push_back({&w, w.quant != QuantType::none ? w.quant : quant_for(quant_, s, config_),
                                 w.quant != QuantType::none, s.name});
         else if (s.layer >= 0 || s.model_field == &ModelWeights::norm)
             bytes_per_token_ += size_t(w.rows * w.cols) * dtype_size(w.dtype);  // norms
     }
+    // Quantizing at load, the scheme quantizes the embedding too (as llama.cpp's mixes do): its rows of blocks for the
+    // gather, and a tied lm_head packs those blocks.
+    const QuantScheme at_load = stored ? QuantScheme::none : quant_;
+    Weight& E = weights_.embed_tokens;
+    if (E.quant == QuantType::none && quant_for_embedding(at_load, config_) != QuantType::none) {
+        const QuantType q = quant_for_embedding(at_load, config_);
+        const size_t n = size_t(E.rows * E.cols) * dtype_size(E.dtype);
+        const bool tied = weights_.lm_head.data == E.data;
+        embed_blocks_.reset(new uint8_t[size_t(E.rows) * quant_row_bytes(q, E.cols)]);
+        quantize_rows(embed_blocks_.get(), E.data, E.dtype, E.rows, E.cols, q);
+        checkpoint_->release(E.data, n);
+        E.data = embed_blocks_.get(), E.dtype = DType::U8, E.quant = q;
+        if (tied) weights_.lm_head = E;
+    }
     if (config_.tie_word_embeddings && weights_.lm_head.quant != QuantType::none)  // stored apart, or the embedding's
         matrices.push_back(
             {&weights_.lm_head, weights_.lm_head.quant, true,
              weights_.lm_head.data == weights_.embed_tokens.data ? "model.embed_tokens.weight" : "lm_head.weight"});
     else if (config_.tie_word_embeddings)  // packs the embedding's tensor
-        matrices.push_back({&weights_.lm_head, quant_for_tied_lm_head(quant_, config_), false, "model.embed_tokens.weight"});
+        matrices.push_back(
+            {&weights_.lm_head, quant_for_tied_lm_head(at_load, config_), false, "model.embed_tokens.weight"});
 
     // bytes of the source tensor
     auto bytes = [](const Job& j) {

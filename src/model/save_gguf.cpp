@@ -95,7 +95,10 @@ void save_gguf(const Model& model, const GgufVocab& vocab, const std::string& na
         }
     w.add_string("general.architecture", "llama");
     w.add_string("general.name", name);
-    w.add_u32("general.file_type", uint32_t(file_type_of(quantized ? model.quant() : QuantScheme::none, float_type)));
+    int64_t file_type = file_type_of(quantized ? model.quant() : QuantScheme::none, float_type);
+    if (const GgufModel* g = model.checkpoint().gguf(); quantized && model.quant() == QuantScheme::none && g)
+        file_type = g->meta().integer("general.file_type", 0, 1 << 20, false, file_type);  // a mix not ours: as read
+    w.add_u32("general.file_type", uint32_t(file_type));
     if (quantized) w.add_u32("general.quantization_version", 2);
     w.add_u32("llama.context_length", uint32_t(c.max_position_embeddings));
     w.add_u32("llama.embedding_length", uint32_t(c.hidden_size));
@@ -160,21 +163,21 @@ void save_gguf(const Model& model, const GgufVocab& vocab, const std::string& na
                 convert_to_f32(f.data(), src.data, src.dtype, x.cols);
                 sink(f.data(), f.size() * 4);
             });
+        } else if (x.quant != QuantType::none) {  // the embedding's rows of blocks (as stored, or quantized at load)
+            const size_t n = size_t(x.rows) * quant_row_bytes(x.quant, x.cols);
+            w.add_tensor(s.gguf_name, ne, ggml_type_of(x.quant),
+                         [&x, n](const GgufWriter::Sink& sink) { sink(x.data, n); });
         } else {  // the embedding as stored
-            const uint32_t type = x.quant != QuantType::none ? ggml_type_of(x.quant) : ggml_float_type(x.dtype);
-            w.add_tensor(s.gguf_name, ne, type, [&src](const GgufWriter::Sink& sink) { sink(src.data, src.nbytes); });
+            w.add_tensor(s.gguf_name, ne, ggml_float_type(x.dtype),
+                         [&src](const GgufWriter::Sink& sink) { sink(src.data, src.nbytes); });
         }
     }
+    // A tied model's output projection is the embedding's tensor (no output.weight, as llama.cpp writes it), but in a
+    // folder saved before the embedding was quantized with it: quantized apart, as output.weight (llama.cpp reads it
+    // as untied).
     const Weight& head = mw.lm_head;
     if (c.tie_word_embeddings && head.packed.quant != QuantType::none && head.data != mw.embed_tokens.data) {
-        // quantized apart from the embedding it is tied to: llama.cpp reads an output.weight as untied
         const TensorView& src = *model.checkpoint().find("lm_head.weight");
-        w.add_tensor("output.weight", {c.hidden_size, c.vocab_size}, ggml_type_of(head.packed.quant),
-                     [&head, &src, write_rows](const GgufWriter::Sink& sink) { write_rows(head, src, 0, sink); });
-    } else if (c.tie_word_embeddings && head.packed.quant != QuantType::none &&
-               mw.embed_tokens.quant == QuantType::none) {
-        // the embedding's tensor quantized at load (--quant): written as output.weight beside the float embedding
-        const TensorView& src = *model.checkpoint().find("model.embed_tokens.weight");
         w.add_tensor("output.weight", {c.hidden_size, c.vocab_size}, ggml_type_of(head.packed.quant),
                      [&head, &src, write_rows](const GgufWriter::Sink& sink) { write_rows(head, src, 0, sink); });
     }

@@ -27,26 +27,39 @@ struct OutTensor {
     const void* data;
     size_t nbytes;
     QuantType quant;
+    bool tiles;  // data: the tiles of memory (written back as rows)
 };
 
-// The tensors to write: every table entry, quantized matrices from their packed blocks, the rest from the source;
-// and a tied model's quantized lm_head on its own.
+// The tensors to write: every table entry, quantized matrices from their packed blocks, a quantized embedding from its
+// rows, the rest from the source; and a tied model's lm_head quantized apart from a float embedding (a folder saved
+// before the embedding was quantized too) on its own.
 std::vector<OutTensor> tensors_of(const Model& m) {
     std::vector<OutTensor> t;
     auto add = [&](const std::string& name, const Weight& w, const TensorView& src) {
-        if (w.packed.quant != QuantType::none) {  // the blocks in GGUF's layout (rows, not the tiles of memory)
-            const int64_t row = int64_t(quant_row_bytes(w.packed.quant, w.cols));
-            t.push_back({name, DType::U8, {w.rows, row}, w.packed.data, size_t(w.rows * row), w.packed.quant});
-        } else {
-            t.push_back({name, src.dtype, src.shape, src.data, src.nbytes, QuantType::none});
-        }
+        const int64_t row = int64_t(quant_row_bytes(w.packed.quant, w.cols));
+        if (w.packed.quant != QuantType::none)  // the blocks in GGUF's layout (rows, not the tiles of memory)
+            t.push_back({name,
+                         DType::U8,
+                         {w.rows, row},
+                         w.packed.data,
+                         size_t(w.rows * row),
+                         w.packed.quant,
+                         tiled(w.packed.quant, w.rows)});
+        else
+            t.push_back({name, src.dtype, src.shape, src.data, src.nbytes, QuantType::none, false});
     };
+    const Weight& E = m.weights().embed_tokens;
     for (const TensorSpec& s : llama_tensor_table(m.config())) {
         const Weight& w = weight_of(m.weights(), s);
+        if (&w == &E && E.quant != QuantType::none) {  // rows of blocks
+            const int64_t row = int64_t(quant_row_bytes(E.quant, E.cols));
+            t.push_back({s.name, DType::U8, {E.rows, row}, E.data, size_t(E.rows * row), E.quant, false});
+            continue;
+        }
         add(s.name, s.matrix ? w : Weight{}, *m.checkpoint().find(s.name));
     }
     const Weight& head = m.weights().lm_head;
-    if (m.config().tie_word_embeddings && head.packed.quant != QuantType::none)
+    if (m.config().tie_word_embeddings && head.packed.quant != QuantType::none && head.data != E.data)
         add("lm_head.weight", head, *m.checkpoint().find("model.embed_tokens.weight"));
     // F32 first, then the 16-bit types, then the blocks: with the data region 64-byte aligned, every tensor starts
     // at a multiple of its element size, and the tensors are contiguous (as safetensors readers require).
@@ -83,7 +96,7 @@ void save_quantized(const Model& model, OutputFolder& folder) {
     f.write(h);
     std::vector<uint8_t> row;
     for (const OutTensor& t : tensors) {
-        if (!tiled(t.quant, t.shape[0])) {
+        if (!t.tiles) {
             f.write(t.data, t.nbytes);
             continue;
         }

@@ -48,7 +48,8 @@ struct GgmlType {
     size_t block_bytes;  // bytes per block
 };
 const GgmlType* ggml_type(uint32_t id);  // null for an id ggml does not define
-constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ8_0 = 8, kGgmlQ4_K = 12, kGgmlQ6_K = 14, kGgmlBF16 = 30;
+constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ4_0 = 2, kGgmlQ5_0 = 6, kGgmlQ8_0 = 8, kGgmlQ2_K = 10,
+                   kGgmlQ4_K = 12, kGgmlQ5_K = 13, kGgmlQ6_K = 14, kGgmlBF16 = 30;
 
 struct GgufTensor {
     std::string name;

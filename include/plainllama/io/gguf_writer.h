@@ -1,7 +1,7 @@
 // Writing a GGUF file (version 3, little-endian, alignment 32): metadata in the order added, tensor infos, then each
-// tensor's data, streamed from a callback, at an offset aligned to 32. The file is written beside its final name and
-// renamed into place once every write, the flush to disk and the close have succeeded; any failure is an Error naming
-// the file, and leaves nothing at the final name.
+// tensor's data, streamed from a callback, at an offset aligned to 32. The file is written through a PartialFile
+// (io/output.h): beside its final name, renamed into place once every write, the flush to disk and the close have
+// succeeded; any failure (or SIGINT, SIGTERM) is an Error naming the file, and leaves nothing behind.
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -63,6 +63,9 @@ size_t packed_bytes(DType t, int64_t N, int64_t K);
 size_t matrix_bytes(DType t, QuantType q, int64_t N, int64_t K);
 // dst = W packed     W: [N, K] row-major of type t; dst: packed_bytes(t, N, K). OpenMP inside.
 void pack_matrix(void* dst, const void* W, DType t, int64_t N, int64_t K);
+// dst = W quantized to q as rows of blocks (GGUF's layout)     W: [N, K] row-major of float type t; dst: N *
+// quant_row_bytes(q, K). The rows over the threads (OpenMP).
+void quantize_rows(uint8_t* dst, const void* W, DType t, int64_t N, int64_t K, QuantType q);
 
 // Packed copies of row-major matrices in one allocation that it owns, each 64-byte aligned. A capacity of
 // 2 MiB or more sits on 2 MiB pages when the kernel allows (transparent huge pages): with 4 KiB pages, streaming

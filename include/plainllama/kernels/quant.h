@@ -2,16 +2,22 @@
 // are), and the 8-bit activation blocks the integer dot products take.
 //
 //   q8_0  32 weights:  d (fp16), qs[32] (int8)                                   x = d * q                34 bytes
+//   q4_0  32 weights:  d (fp16), qs[16] (4-bit, two per byte)                    x = d (q - 8)            18 bytes
+//   q5_0  32 weights:  d (fp16), qh[4] (the 5th bits), qs[16] (low 4 bits)       x = d (q - 16)           22 bytes
 //   q4_k  256 weights: d, dmin (fp16), scales[12] (8 x 6-bit scale and min),
 //                      qs[128] (4-bit, two per byte)                              x = d sc_j q - dmin m_j  144 bytes
+//   q5_k  256 weights: d, dmin (fp16), scales[12] (as q4_k), qh[32] (the 5th bits), qs[128] (low 4 bits)
+//                                                                                 x = d sc_j q - dmin m_j  176 bytes
 //   q6_k  256 weights: ql[128] (low 4 bits), qh[64] (high 2 bits), scales[16] (int8), d (fp16)
 //                                                                                 x = d sc_j (q - 32)      210 bytes
-// q4_k sub-block j (32 weights) has a 6-bit scale sc_j and min m_j: j < 4 in the low 6 bits of scales[j] and
-// scales[j + 4]; j >= 4 in the low (scale) and high (min) nibbles of scales[j + 4] with their top 2 bits in the top
-// bits of scales[j - 4] and scales[j]. Its 4-bit values: in each group of 64 weights, weight l < 32 in the low
-// nibble of qs[l], weight 32 + l in the high one. q6_k sub-block j has 16 weights and scale scales[j]; in each half of
-// 128 weights, weight l of the four quarters (l, 32 + l, 64 + l, 96 + l) takes its low 4 bits from the low nibble of
-// ql[l], ql[32 + l], and the high nibbles of ql[l], ql[32 + l], and its high 2 bits from bits 0-1, 2-3, 4-5, 6-7 of
+// q4_0 and q5_0: weight l < 16 in the low nibble of qs[l], weight 16 + l in the high one; q5_0's 5th bit of weight l
+// is bit l of qh (a little-endian u32). q4_k and q5_k sub-block j (32 weights) has a 6-bit scale sc_j and min m_j:
+// j < 4 in the low 6 bits of scales[j] and scales[j + 4]; j >= 4 in the low (scale) and high (min) nibbles of
+// scales[j + 4] with their top 2 bits in the top bits of scales[j - 4] and scales[j]. Their 4-bit values: in each
+// group n of 64 weights, weight l < 32 in the low nibble of qs[32 n + l], weight 32 + l in the high one; q5_k's 5th
+// bits of those two in bits 2n and 2n + 1 of qh[l]. q6_k sub-block j has 16 weights and scale scales[j]; in each half
+// of 128 weights, weight l of the four quarters (l, 32 + l, 64 + l, 96 + l) takes its low 4 bits from the low nibble
+// of ql[l], ql[32 + l], and the high nibbles of ql[l], ql[32 + l], and its high 2 bits from bits 0-1, 2-3, 4-5, 6-7 of
 // qh[l].
 //
 // A matrix [N, K] is N rows of K / block blocks each, row after row (a row of K weights is row_bytes(K) bytes).
@@ -22,12 +28,17 @@
 
 namespace plainllama {
 
-enum class QuantType { none, q8_0, q4_k, q6_k };
+enum class QuantType { none, q8_0, q4_k, q6_k, q4_0, q5_0, q5_k };
+// Every block format, in the order above.
+constexpr QuantType kBlockFormats[] = {QuantType::q8_0, QuantType::q4_k, QuantType::q6_k,
+                                       QuantType::q4_0, QuantType::q5_0, QuantType::q5_k};
 
-const char* quant_name(QuantType t);                      // "none", "q8_0", "q4_k", "q6_k"
+const char* quant_name(QuantType t);                        // "none", "q8_0", "q4_k", "q6_k", "q4_0", "q5_0", "q5_k"
 bool parse_quant_type(const std::string& s, QuantType* t);  // the names above
 int64_t quant_block(QuantType t);                          // weights per block: 32 or 256
-size_t quant_block_bytes(QuantType t);                     // 34, 144, 210
+size_t quant_block_bytes(QuantType t);                     // 34, 144, 210, 18, 22, 176
+// Whether the format's blocks hold 256 weights (the activations then come as BlockQ8x256, else BlockQ8x32).
+inline bool quant_k_block(QuantType t) { return t == QuantType::q4_k || t == QuantType::q5_k || t == QuantType::q6_k; }
 size_t quant_row_bytes(QuantType t, int64_t K);            // K a multiple of quant_block(t)
 
 // A block's fp16 scale: its byte offset in the block (GGUF layout) and its name in the format (d, dmin). An Inf or
@@ -42,13 +53,15 @@ struct QuantScales {
     const QuantScale* begin() const { return at; }
     const QuantScale* end() const { return at + n; }
 };
-QuantScales quant_scales(QuantType t);  // q8_0: d at 0; q4_k: d at 0, dmin at 2; q6_k: d at 208
+// q8_0, q4_0, q5_0: d at 0; q4_k, q5_k: d at 0, dmin at 2; q6_k: d at 208
+QuantScales quant_scales(QuantType t);
 
 // x [K] (K a multiple of the block) quantized into row_bytes(t, K) bytes with llama.cpp's reference quantizers'
-// algorithms, without an importance matrix (q4_k's candidate errors computed from their sums, so its choices can
-// differ where two candidates nearly tie): q8_0 d = max|x| / 127, q = round(x / d); q4_k the scale and min of each 32 weights
-// fitted by a weighted least-squares search (weights sqrt(mean x^2) + |x|), then both quantized to 6 bits;
-// q6_k the scale of each 16 weights searched to minimise the x^2-weighted error, then quantized to 8 bits.
+// algorithms, without an importance matrix (q4_k's and q5_k's candidate errors computed from their sums, so their
+// choices can differ where two candidates nearly tie): q8_0 d = max|x| / 127, q = round(x / d); q4_0 (q5_0) d = the
+// x of largest magnitude / -8 (-16), q = x / d + 8.5 (16.5) truncated, at most 15 (31); q4_k and q5_k the scale and
+// min of each 32 weights fitted by a weighted least-squares search (weights sqrt(mean x^2) + |x|), then both quantized
+// to 6 bits; q6_k the scale of each 16 weights searched to minimise the x^2-weighted error, then quantized to 8 bits.
 void quantize_row(QuantType t, const float* x, void* dst, int64_t K);
 // y [K] = the values a quantized row stands for (exact in f32 arithmetic: d * sc is rounded once).
 void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
@@ -66,7 +79,15 @@ void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
 //                      the body in the odd tiles (g * blocks per row + b odd), after it in the even ones (q6_body,
 //                      q6_d). 3360 bytes are 52.5 cache lines: so in a matrix that begins on a line (PackedWeights),
 //                      each 64-byte load of a body is one line, not the halves of two
+//   q4_0 (288 bytes)   the body qs[4][16][4]: row r's qs[4 c ..] in line c; and d[16], before the body in odd tiles,
+//                      after it in even ones (q40_body, q40_d: as q6_k's, so that every body line is a cache line)
+//   q5_0 (352 bytes)   the body: the 5th bits (one line, q50_qh: a 4-byte word per row, below), then qs[4][16][4] as
+//                      q4_0's; d[16] at alternating ends (q50_body, q50_d)
+//   q5_k (2880 bytes)  q4_k's header (d, dmin, sc, m); then the qs lines k = 8 gr + c and the qh lines c (row r's
+//                      qh[4 c ..]) in the order decode reads them: qs line c and qh line c in turn for c < 8, then
+//                      qs lines 8 .. 31 (q5k_qs_line, q5k_qh_line)
 constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048, kQ6x16Tile = 32 + 256 + 2048 + 1024;
+constexpr size_t kQ40x16Tile = 256 + 32, kQ50x16Tile = 64 + 256 + 32, kQ5Kx16Tile = 64 + 256 + 2048 + 512;
 // Where a q8_0 tile holds its qs line c (0 .. 7: the rows' q + 128 of weights 4c .. 4c+3), after d[16].
 constexpr size_t q8_qs_line(int c) { return 32 + 64 * c; }
 static_assert(q8_qs_line(8) == kQ8x16Tile, "d[16], then the 8 lines of qs");
@@ -97,6 +118,48 @@ static_assert(q6_scales(16) == q6_ql_line(0) && q6_ql_line(0) == 256 && q6_ql_li
 static_assert(q6_d(0) == q6_body(0) + q6_qh_line(15) + 64 && q6_d(1) + 32 <= q6_body(1) && q6_body(0) % 64 == 0 &&
                   (kQ6x16Tile + q6_body(1)) % 64 == 0 && (2 * kQ6x16Tile) % 64 == 0,
               "body, d, d, body: from a line, every body (even or odd tile) starts on a line, its d[16] beside it");
+// Where q4_0 and q5_0 tile i (its index in the matrix) hold their body and d[16]: as q6_k's, so that from a line,
+// every body starts on a line (the tiles are 4.5 and 5.5 lines).
+constexpr size_t q40_body(int64_t i) { return i % 2 ? 32 : 0; }
+constexpr size_t q40_d(int64_t i) { return i % 2 ? 0 : kQ40x16Tile - 32; }
+constexpr size_t q50_body(int64_t i) { return i % 2 ? 32 : 0; }
+constexpr size_t q50_d(int64_t i) { return i % 2 ? 0 : kQ50x16Tile - 32; }
+// A q4_0 body's qs line c (0 .. 3: the rows' qs[4 c ..], weights 4c .. 4c+3 in the low nibbles, 16 + 4c .. in the
+// high ones); a q5_0 body's line of 5th bits, then its qs lines.
+constexpr size_t q40_qs_line(int c) { return 64 * c; }
+constexpr size_t kQ50Qh = 0;
+constexpr size_t q50_qs_line(int c) { return 64 + 64 * c; }
+static_assert(q40_qs_line(4) + 32 == kQ40x16Tile && q50_qs_line(4) + 32 == kQ50x16Tile && (2 * kQ40x16Tile) % 64 == 0 &&
+                  (kQ40x16Tile + q40_body(1)) % 64 == 0 && (2 * kQ50x16Tile) % 64 == 0 &&
+                  (kQ50x16Tile + q50_body(1)) % 64 == 0 && q40_d(0) == q40_qs_line(4) && q50_d(0) == q50_qs_line(4),
+              "body, d, d, body: from a line, every body (even or odd tile) starts on a line, its d[16] beside it");
+// A q5_0 row's 4-byte word of 5th bits in its tile (q5_0_tile_bits): byte i holds in bit c the 5th bit of weight
+// 4c + i (its low nibble in qs line c) and in bit 4 + c that of weight 16 + 4c + i (the high nibble), so that for
+// line c a shift of each 16-bit half by 4 - c (left) and by c (right) brings them to bit 4 of byte i, the bits of the
+// other byte never landing there. GGUF's qh: bit l of a u32 for weight l.
+constexpr uint32_t q5_0_tile_bits(uint32_t qh) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i)
+        for (int c = 0; c < 4; ++c)
+            v |= (qh >> (4 * c + i) & 1) << (8 * i + c) | (qh >> (16 + 4 * c + i) & 1) << (8 * i + 4 + c);
+    return v;
+}
+constexpr uint32_t q5_0_gguf_bits(uint32_t v) {
+    uint32_t qh = 0;
+    for (int i = 0; i < 4; ++i)
+        for (int c = 0; c < 4; ++c)
+            qh |= (v >> (8 * i + c) & 1) << (4 * c + i) | (v >> (8 * i + 4 + c) & 1) << (16 + 4 * c + i);
+    return qh;
+}
+static_assert(q5_0_gguf_bits(q5_0_tile_bits(0x89abcdefu)) == 0x89abcdefu && q5_0_tile_bits(1u << 17) == 1u << 12,
+              "a permutation of the 32 bits: weight 17's (high nibble, line 0, byte 1) to bit 4 of byte 1");
+// Where a q5_k tile holds its qs line k (0 .. 31, k = 8 gr + c: the rows' qs[4 k ..]) and its qh line c (0 .. 7: the
+// rows' qh[4 c ..], whose bits 2 gr and 2 gr + 1 are the 5th bits of qs line 8 gr + c's low and high nibbles), after
+// q4_k's header: qs line c and qh line c in turn for c < 8 (group 0 reads both), then qs lines 8 .. 31.
+constexpr size_t q5k_qs_line(int k) { return q4_qs_line(0) + (k < 8 ? 128 * k : 1024 + 64 * (k - 8)); }
+constexpr size_t q5k_qh_line(int c) { return q4_qs_line(0) + 128 * c + 64; }
+static_assert(q5k_qh_line(7) + 64 == q5k_qs_line(8) && q5k_qs_line(31) + 64 == kQ5Kx16Tile && kQ5Kx16Tile % 64 == 0,
+              "q4_k's 5-line header, 8 pairs of qs and qh lines, then 24 qs lines: every line a cache line");
 bool tiled(QuantType t, int64_t N);  // any format, N a multiple of 16
 size_t tile_bytes(QuantType t);      // of a tiled format
 // Bytes of a quantized [N, K] matrix in memory (rows of blocks, or tiles).
@@ -107,12 +170,13 @@ void interleave(QuantType t, uint8_t* tiles, const uint8_t* rows, int64_t nb, in
 // Blocks b0 .. b0+n-1 of row r (0 .. 15) of a group's tiles (from tile `first` of the matrix) back in GGUF layout.
 void deinterleave(QuantType t, uint8_t* dst, const uint8_t* tiles, int64_t r, int64_t b0, int64_t n, int64_t first);
 
-// 8-bit activations for the integer dot products: 32 (for q8_0 weights) or 256 values (q4_k, q6_k) with one f32
-// scale, and for the 256-value blocks the sums of each 16 quants (q6_k's offset) and of each 32 (q4_k's mins).
+// 8-bit activations for the integer dot products: 32 (for q8_0, q4_0, q5_0 weights) or 256 values (q4_k, q5_k, q6_k)
+// with one f32 scale, and their sums: of the 32 (q8_0's, q4_0's and q5_0's offsets), of each 16 (q6_k's offset) and
+// of each 32 (the k formats' mins).
 struct BlockQ8x32 {
     float d;
     int8_t qs[32];
-    int32_t sum;  // of qs (for q8_0's tiles, which hold q + 128)
+    int32_t sum;  // of qs (for q8_0's tiles, which hold q + 128, and q4_0's and q5_0's offsets)
 };
 struct BlockQ8x256 {
     float d;

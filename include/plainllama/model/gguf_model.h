@@ -1,9 +1,9 @@
 // A GGUF model (general.architecture "llama") as the engine's model files: the config from the llama.* metadata, and
 // its tensors under their HF names (the tensor table's gguf_name), their types mapped onto the engine's (F32, F16,
-// BF16 as they are; Q8_0, Q4_K, Q6_K as stored quantized blocks, which are GGUF's bit for bit). llama.cpp's converter
-// stores attn_q and attn_k with each head's rows in the order interleaved-pair RoPE wants (gguf_rope_row); the
-// weights are marked so (Weight::rope_heads) and packed in HF's order, so the same weights give the same logits from
-// either file.
+// BF16 as they are; Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K as stored quantized blocks, which are GGUF's bit for bit).
+// llama.cpp's converter stores attn_q and attn_k with each head's rows in the order interleaved-pair RoPE wants
+// (gguf_rope_row); the weights are marked so (Weight::rope_heads) and packed in HF's order, so the same weights give
+// the same logits from either file.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -23,7 +23,7 @@ struct GgufWeightType {
     QuantType quant;
 };
 const GgufWeightType* gguf_weight_type(uint32_t ggml);  // null when not supported
-std::string gguf_supported_types();                     // "F32, F16, BF16, Q8_0, Q4_K, Q6_K"
+std::string gguf_supported_types();                     // "F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K"
 uint32_t ggml_type_of(QuantType q);                     // the ggml id of a block format
 
 // The row of a GGUF attn_q / attn_k matrix that holds HF row r (heads of head_dim rows): within a head, HF's rows
@@ -44,7 +44,8 @@ ModelFiles open_gguf_model(const std::filesystem::path& file, bool read_data = t
 
 // llama.cpp's name of general.file_type ("Q4_K_M", "F16", ...), or "type N" for an unknown one.
 std::string gguf_file_type_name(int64_t file_type);
-// Our scheme for a llama.cpp file type, when it has one (F32/F16/BF16 -> none, Q8_0, Q6_K, Q4_K_M); false otherwise.
+// Our scheme for a llama.cpp file type, when it has one (F32/F16/BF16 -> none, Q8_0, Q6_K, Q4_K_M, Q5_K_M, Q4_0);
+// false otherwise.
 bool scheme_of_file_type(int64_t file_type, QuantScheme* scheme);
 // llama.cpp's general.file_type for a model loaded with `scheme` from matrices of float type t.
 int64_t file_type_of(QuantScheme scheme, DType t);

@@ -37,7 +37,7 @@ public:
     // Called while loading with the weight bytes repacked so far and the total.
     using Progress = std::function<void(size_t done, size_t total)>;
     // dir: an HF folder with config.json and model.safetensors (or an index and shards), or a GGUF model (a file,
-    // a split set, a folder holding one: gguf_model.h). quant: the matrices' formats (quant_scheme.h), quantized
+    // a split set, a folder holding one: gguf_model.h). quant: the weights' formats (quant_scheme.h), quantized
     // from their float type while they are repacked (a GGUF whose matrices are quantized takes none).
     explicit Model(const std::filesystem::path& dir, const Progress& progress = {},
                    QuantScheme quant = QuantScheme::none);
@@ -63,6 +63,7 @@ public:
     std::unique_ptr<Checkpoint> checkpoint_;
     ModelWeights weights_;
     std::unique_ptr<PackedWeights> packed_;  // the panels of weights_' matrices
+    std::unique_ptr<uint8_t[]> embed_blocks_;  // [vocab_size][row bytes] the embedding quantized at load, if it is
     QuantScheme quant_ = QuantScheme::none;
     std::string file_type_;
     size_t bytes_per_token_ = 0;

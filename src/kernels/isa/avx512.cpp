@@ -306,9 +306,15 @@ constexpr Kernels kTable = {
     .matvec_q8_0 = avx512::matvec_q8_0,
     .matvec_q4_k = avx512::matvec_q4_k,
     .matvec_q6_k = avx512::matvec_q6_k,
+    .matvec_q4_0 = avx512::matvec_q4_0,
+    .matvec_q5_0 = avx512::matvec_q5_0,
+    .matvec_q5_k = avx512::matvec_q5_k,
     .matvec_q8_0_x16 = avx512::matvec_q8_0_x16,
     .matvec_q4_k_x16 = avx512::matvec_q4_k_x16,
     .matvec_q6_k_x16 = avx512::matvec_q6_k_x16,
+    .matvec_q4_0_x16 = avx512::matvec_q4_0_x16,
+    .matvec_q5_0_x16 = avx512::matvec_q5_0_x16,
+    .matvec_q5_k_x16 = avx512::matvec_q5_k_x16,
     .sum_stream = sum_stream,
     .fma_burst = fma_burst,
 };
@@ -321,6 +327,9 @@ constexpr Kernels with_bf16_dot(Kernels k) {
     k.matvec_q8_0_x16 = avx512::matvec_q8_0_x16_vnni;
     k.matvec_q4_k_x16 = avx512::matvec_q4_k_x16_vnni;
     k.matvec_q6_k_x16 = avx512::matvec_q6_k_x16_vnni;  // every CPU with AVX512_BF16 has VNNI (checked at dispatch)
+    k.matvec_q4_0_x16 = avx512::matvec_q4_0_x16_vnni;
+    k.matvec_q5_0_x16 = avx512::matvec_q5_0_x16_vnni;
+    k.matvec_q5_k_x16 = avx512::matvec_q5_k_x16_vnni;
     return k;
 }
 

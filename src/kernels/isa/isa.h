@@ -121,6 +121,9 @@ struct Kernels {
     void (*matvec_q8_0)(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t r0, int64_t r1) = {};
     void (*matvec_q4_k)(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) = {};
     void (*matvec_q6_k)(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) = {};
+    void (*matvec_q4_0)(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t r0, int64_t r1) = {};
+    void (*matvec_q5_0)(float* out, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t r0, int64_t r1) = {};
+    void (*matvec_q5_k)(float* out, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t r0, int64_t r1) = {};
     // Tiles of 16 interleaved rows (quant.h): rows 16 g0 .. 16 g1 - 1, for n >= 1 tokens (token m: x + m ldx blocks,
     // out + m ldo), the same bits as each token alone: the AVX-512 ones unpack each tile once for several tokens,
     // faster than the dequantizing GEMM (AVX2: q4_k for 4, q6_k for 2, q8_0 one token after another).
@@ -129,6 +132,12 @@ struct Kernels {
     void (*matvec_q4_k_x16)(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx,
                             int n, int64_t g0, int64_t g1) = {};
     void (*matvec_q6_k_x16)(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx,
+                            int n, int64_t g0, int64_t g1) = {};
+    void (*matvec_q4_0_x16)(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx,
+                            int n, int64_t g0, int64_t g1) = {};
+    void (*matvec_q5_0_x16)(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x32* x, int64_t ldx,
+                            int n, int64_t g0, int64_t g1) = {};
+    void (*matvec_q5_k_x16)(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx,
                             int n, int64_t g0, int64_t g1) = {};
 
     // sum(p[0 .. n)) with independent accumulators, for the bandwidth test: p 64-byte aligned, n a multiple of 64;

@@ -36,11 +36,16 @@ struct DefaultPolicy {
     static constexpr ReadAhead kQ8_0 = {.l1_ahead = 8 * kQ8x16Tile, .l2 = true};
     static constexpr ReadAhead kQ4_K = {.l1_ahead = 4 * kQ4x16Tile, .l2 = true};
     static constexpr ReadAhead kQ6_K = {.l1_ahead = 2 * kQ6x16Tile, .l2 = true};
+    // q4_0 and q5_0 as q8_0 (about as many bytes on, an even number of tiles: see avx512_quant.cpp), q5_k as q4_k.
+    static constexpr ReadAhead kQ4_0 = {.l1_ahead = 16 * kQ40x16Tile, .l2 = true};
+    static constexpr ReadAhead kQ5_0 = {.l1_ahead = 12 * kQ50x16Tile, .l2 = true};
+    static constexpr ReadAhead kQ5_K = {.l1_ahead = 4 * kQ5Kx16Tile, .l2 = true};
     // With VNNI, one token's integer sums of a q8_0 tile, and of each q4_k sub-block, as this many independent chains
     // of vpdpbusd (chunk c into chain c mod n, added at the end), not one dependent chain: more of the stream's loads
     // in flight. Several tokens already give independent chains.
     static constexpr int kQ8_0Chains = 1;
     static constexpr int kQ4_KChains = 1;
+    static constexpr int kQ5_KChains = 1;
     // With VNNI, q8_0's and q4_k's kernels for groups of at least this many tokens (0: never) take x's 4-byte chunks as
     // vpdpbusd's broadcast memory operand ({1to16}) rather than broadcast into a register first (a vector operation
     // less per load and token), and q4_k's mins' sums as vpdpwssd with x's two sums as its memory operand, the rows'
@@ -51,7 +56,7 @@ struct DefaultPolicy {
 // AMD family 25 (Zen 4): the hardware prefetchers alone read fastest there (a software prefetch of every line, or of
 // each page's first, reads slower), so no stream prefetches; x as the broadcast memory operand for 2 tokens or more.
 struct Zen4Policy : DefaultPolicy {
-    static constexpr ReadAhead kPanels = {}, kQ8_0 = {}, kQ4_K = {}, kQ6_K = {};
+    static constexpr ReadAhead kPanels = {}, kQ8_0 = {}, kQ4_K = {}, kQ6_K = {}, kQ4_0 = {}, kQ5_0 = {}, kQ5_K = {};
     static constexpr int kXOperandTokens = 2;
 };
 
@@ -63,8 +68,11 @@ struct Zen5Policy : DefaultPolicy {
     static constexpr ReadAhead kQ8_0 = {.page_start_ahead = 4096};
     static constexpr ReadAhead kQ4_K = {.l1_ahead = 2 * kQ4x16Tile, .page_start_ahead = 16 << 10};
     static constexpr ReadAhead kQ6_K = {.l1_ahead = 2 * kQ6x16Tile, .page_start_ahead = 16 << 10};
+    static constexpr ReadAhead kQ4_0 = {.page_start_ahead = 4096}, kQ5_0 = {.page_start_ahead = 4096};
+    static constexpr ReadAhead kQ5_K = {.l1_ahead = 2 * kQ5Kx16Tile, .page_start_ahead = 16 << 10};
     static constexpr int kQ8_0Chains = 4;
     static constexpr int kQ4_KChains = 2;
+    static constexpr int kQ5_KChains = 2;
 };
 
 // f.template operator()<P>() with P the policy of the tuning in use (tuning(), chosen once): the one place that maps a
