@@ -216,7 +216,8 @@ class Structured(ServerTest):
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
             r = subprocess.run([BINARY, "perplexity", "-m", MODEL, "-f", path, "--ctx", str(n), "--stride", str(n),
-                                "--json", "-t", "1"], capture_output=True, text=True, timeout=120)
+                                "--json", "-t", "1", "--cache-type", "f32"],  # the server's cache
+                               capture_output=True, text=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr)
             ppl = json.loads(r.stdout)
         self.assertEqual(ppl["n_scored"], n - 1, ppl)
