@@ -37,7 +37,7 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
 FOLDER_FORMATS = ("f16", "bf16")
-QUANT_FORMATS = ("q8_0", "q6_k", "q4_k_m")
+QUANT_FORMATS = ("q8_0", "q6_k", "q5_k_m", "q4_k_m", "q4_0")
 ALL_FORMATS = FOLDER_FORMATS + QUANT_FORMATS
 CONCURRENCY = (1, 2, 4, 8)
 TTY = sys.stderr.isatty()

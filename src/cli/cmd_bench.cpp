@@ -197,7 +197,9 @@ Run add_bench(CLI::App& app) {
         ->transform(int_range(1, int64_t(1) << 24))
         ->capture_default_str();
     cmd->add_option("-d,--n-depth", o->depths,
-                    "Tokens already in the cache before each pp and tg run (repeatable, as llama-bench's; default 0)")
+                    "Tokens already in the cache before each pp and tg run (-d 0,512 or repeated, as llama-bench's; "
+                    "default 0)")
+        ->delimiter(',')
         ->transform(int_range(0, int64_t(1) << 24))
         ->take_all();
     cmd->add_option("-r,--repetitions", o->runs, "Runs of each test (mean ± stdev over them)")
