@@ -30,9 +30,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 import json, sys
 j = json.load(sys.stdin)
 for d in j["depths"]:
-    share = d["tg"]["gb_s"] / d["bandwidth_gb_s"] if d["bandwidth_gb_s"] > 0 else 0
-    print(f"| {sys.argv[1]} | plainllama | {j[\"cache_type\"]} | {d[\"depth\"]} | {d[\"pp\"][\"tok_s\"]:.2f} | "
-          f"{d[\"tg\"][\"tok_s\"]:.2f} | {d[\"bandwidth_gb_s\"]:.1f} | {100 * share:.0f}% |")
+    bw, tg, pp = d["bandwidth_gb_s"], d["tg"], d["pp"]
+    share = tg["gb_s"] / bw if bw > 0 else 0
+    print("| %s | plainllama | %s | %d | %.2f | %.2f | %.1f | %.0f%% |"
+          % (sys.argv[1], j["cache_type"], d["depth"], pp["tok_s"], tg["tok_s"], bw, 100 * share))
 ' "$r"
     if [[ -n $gguf && $t != f32 ]]; then  # llama-bench refuses -ctk f32
       "$LLAMA_BENCH" -m "$gguf" -t "$THREADS" -p "$P" -n "$N" -r "$REPS" -d "$ldepths" -fa 1 -ctk "$t" -ctv "$t" \
@@ -43,8 +44,8 @@ for x in json.load(sys.stdin):
     kind = "pp" if x["n_prompt"] > 0 else "tg"
     rows.setdefault(x["n_depth"], {})[kind] = x["avg_ts"]
 for d in sorted(rows):
-    print(f"| {sys.argv[1]} | llama.cpp | {sys.argv[2]} | {d} | {rows[d].get(\"pp\", 0):.2f} | "
-          f"{rows[d].get(\"tg\", 0):.2f} | | |")
+    print("| %s | llama.cpp | %s | %d | %.2f | %.2f | | |"
+          % (sys.argv[1], sys.argv[2], d, rows[d].get("pp", 0), rows[d].get("tg", 0)))
 ' "$r" "$t"
     fi
   done
