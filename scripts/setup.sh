@@ -7,10 +7,11 @@ cd "$(dirname "$0")/.."
 # The tests also need python3-numpy (script tests), python3-matplotlib (scripts/report.py's charts), qemu-user (the
 # binary on emulated older CPUs), curl (models/fetch.sh against a local fake hub), chromium (the chat page in a
 # browser) and nginx (the scale-out test runs its own nginx from a temporary folder; on a machine with systemd,
-# Debian's package also starts its default site: `systemctl disable --now nginx` stops it).
+# Debian's package also starts its default site: `systemctl disable --now nginx` stops it) and clang-format (the
+# format check, tests/test_format.py).
 packages=(build-essential cmake ninja-build pkg-config libcli11-dev nlohmann-json3-dev libsentencepiece-dev libonig-dev
           libedit-dev libgtest-dev libbenchmark-dev python3 python3-numpy python3-matplotlib qemu-user curl chromium
-          nginx)
+          nginx clang-format)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -13,13 +13,13 @@
 #include <thread>
 #include <vector>
 
-#include "plainllama/io/dtype.h"
 #include "plainllama/bench/fma_peak.h"
 #include "plainllama/bench/read_bandwidth.h"
+#include "plainllama/io/config.h"
+#include "plainllama/io/dtype.h"
 #include "plainllama/sys/error.h"
 #include "plainllama/sys/sysinfo.h"
 #include "plainllama/sys/threads.h"
-#include "plainllama/io/config.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -211,11 +211,10 @@ TEST(BenchCli, DepthsEachGetTheirOwnResultsAndCacheBytes) {
         const char* type;
         double row_bytes;  // one position's K (or V) row of one KV head
     };
-    for (const Case& cs : {Case{"stories260K", "f16", 8 * 2}, Case{"stories260K", "f32", 8 * 4},
-                           Case{"tinystories3M", "q8_0", 34}}) {
+    for (const Case& cs :
+         {Case{"stories260K", "f16", 8 * 2}, Case{"stories260K", "f32", 8 * 4}, Case{"tinystories3M", "q8_0", 34}}) {
         SCOPED_TRACE(cs.type);
-        const auto j = bench_json(model_dir(cs.folder), {"-d", "200", "-d", "0", "-d", "200",
-                                                         "--cache-type", cs.type});
+        const auto j = bench_json(model_dir(cs.folder), {"-d", "200", "-d", "0", "-d", "200", "--cache-type", cs.type});
         EXPECT_EQ(j["cache_type"], cs.type);
         const LlamaConfig c = load_config(model_dir(cs.folder) / "config.json");
         const double kv_per_pos = double(c.num_hidden_layers * 2 * c.num_key_value_heads) * cs.row_bytes;
@@ -270,8 +269,8 @@ TEST(BenchCli, InvalidFlags) {
     }
 }
 
-// Every kernel variant's multiply-add chains, on one and on two threads: a finite positive rate; on the two at once, the
-// team's thread count.
+// Every kernel variant's multiply-add chains, on one and on two threads: a finite positive rate; on the two at once,
+// the team's thread count.
 TEST(FmaPeak, EveryVariantGivesFinitePositive) {
     for (const std::string& v : kernel_variants()) {
         const test::UseKernels kernels(v);

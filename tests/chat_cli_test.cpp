@@ -231,9 +231,8 @@ TEST(ChatCliHostile, HugeAndBinaryLines) {
     std::string huge;
     while (huge.size() < (1u << 20)) huge += "Once upon a time ";
     const std::string binary("\x01\x02\x00\x7f\x1b[2J\x00zz", 11);
-    const auto fresh = run_binary({"chat", "-m", test::model_dir().string(), "--temp", "0", "-t", "1", "-n", "20",
-                                   "--quiet"},
-                                  "The dog\n");
+    const auto fresh = run_binary(
+        {"chat", "-m", test::model_dir().string(), "--temp", "0", "-t", "1", "-n", "20", "--quiet"}, "The dog\n");
     const auto r = run_binary({"chat", "-m", test::model_dir().string(), "--temp", "0", "-t", "1", "-n", "20"},
                               huge + "\n" + binary + "\n/reset\nThe dog\n");
     ASSERT_EQ(r.status, 1) << r.err.substr(0, 2000);  // the huge line was refused

@@ -11,8 +11,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -54,8 +54,8 @@ EngineParams params(int slots) {
 
 TEST(Engine, ConcurrentJobsGetTheirTextAlone) {
     EngineFixture f;
-    const std::vector<std::string> prompts = {"Once upon a time", "The dog", "Lily and Ben", "One day, Tom",
-                                              "The sun was", "A little bird", "Mom said", "The big tree"};
+    const std::vector<std::string> prompts = {"Once upon a time", "The dog",       "Lily and Ben", "One day, Tom",
+                                              "The sun was",      "A little bird", "Mom said",     "The big tree"};
     std::vector<std::string> alone;
     {
         Engine e(f.model, *f.tok, {f.tok->eos_id()}, params(1));
@@ -129,7 +129,7 @@ TEST(Engine, ZeroMaxTokensEvaluatesThePromptOnly) {
 // Holds the engine's thread after its turns (EngineParams::after_turn) until opened: a job that has started stays
 // running, whatever the machine's speed. held(n) waits until the engine has finished n turns and is held there.
 class Gate {
-public:
+   public:
     // The hook for EngineParams::after_turn (the gate must outlive the engine's thread: see Opener).
     std::function<void()> hook() {
         return [this] {
@@ -149,7 +149,7 @@ public:
         cv_.notify_all();
     }
 
-private:
+   private:
     std::mutex m_;
     std::condition_variable cv_;
     int turns_ = 0;

@@ -41,7 +41,8 @@ TEST(Flags, IntegersMustBeIntegersThatFit) {
     expect_usage_error({"generate", "-m", kModel, "-p", "Once", "--seed", "-2"}, "-2 is out of range");
     // a leading zero is decimal, as checked (CLI11 alone would read 010 as octal 8); a leading + is taken
     auto gen = [](const std::string& n) {
-        const auto r = run_binary({"generate", "-m", kModel, "-p", "Once", "-n", n, "--temp", "0", "--json", "--quiet"});
+        const auto r =
+            run_binary({"generate", "-m", kModel, "-p", "Once", "-n", n, "--temp", "0", "--json", "--quiet"});
         EXPECT_EQ(r.status, 0) << r.err;
         return r.status == 0 ? nlohmann::json::parse(r.out)["n_generated"].get<int>() : -1;
     };
@@ -49,8 +50,8 @@ TEST(Flags, IntegersMustBeIntegersThatFit) {
     EXPECT_EQ(gen("010"), 10);
     EXPECT_EQ(gen("+10"), 10);
     // the largest seed is taken as it is
-    const auto r = run_binary({"generate", "-m", kModel, "-p", "Once", "-n", "2", "--seed", "9223372036854775807",
-                               "--json", "--quiet"});
+    const auto r = run_binary(
+        {"generate", "-m", kModel, "-p", "Once", "-n", "2", "--seed", "9223372036854775807", "--json", "--quiet"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["seed"], 9223372036854775807ull);
 }
@@ -68,8 +69,8 @@ TEST(Flags, VersionAndUnknownSubcommand) {
 TEST(Flags, PerplexityChunks) {
     expect_usage_error({"perplexity", "-m", kModel, "-f", kVal, "-c", "64", "--chunks", "0"}, "--chunks 0");
     // --chunks limits the windows of --stride too
-    const auto r = run_binary({"perplexity", "-m", kModel, "-f", kVal, "-c", "64", "--stride", "32", "--chunks", "3",
-                               "--json", "--quiet"});
+    const auto r = run_binary(
+        {"perplexity", "-m", kModel, "-f", kVal, "-c", "64", "--stride", "32", "--chunks", "3", "--json", "--quiet"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["n_chunks"], 3);
 }

@@ -22,8 +22,8 @@ TEST(GenerateCli, GreedyPrintsLlama2cText) {
     const auto ref = test::read_json(test::shared_dir() / "reference/stories260K/greedy.json");
     for (const auto& c : ref["cases"]) {
         const int n = int(c["sequence"].size() - c["prompt_ids"].size());
-        const auto r = run_binary({"generate", "-m", model_dir().string(), "-p", c["prompt"].get<std::string>(), "--temp",
-                                   "0", "-n", std::to_string(n), "-t", "1"});
+        const auto r = run_binary({"generate", "-m", model_dir().string(), "-p", c["prompt"].get<std::string>(),
+                                   "--temp", "0", "-n", std::to_string(n), "-t", "1"});
         ASSERT_EQ(r.status, 0) << r.err;
         EXPECT_EQ(r.out, c["text"].get<std::string>());
         EXPECT_NE(r.err.find("eval time"), std::string::npos) << "timings go to stderr";
@@ -48,8 +48,8 @@ TEST(GenerateCli, GreedyWithEveryKernelVariant) {
 TEST(GenerateCli, JsonHasIdsAndCounts) {
     const auto ref = test::read_json(test::shared_dir() / "reference/stories260K/greedy.json");
     const auto& c = ref["cases"][1];
-    const auto r = run_binary({"generate", "-m", model_dir().string(), "-p", c["prompt"].get<std::string>(), "--temp", "0",
-                               "-n", "20", "--json", "--quiet"});
+    const auto r = run_binary({"generate", "-m", model_dir().string(), "-p", c["prompt"].get<std::string>(), "--temp",
+                               "0", "-n", "20", "--json", "--quiet"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.err, "");
     const auto j = nlohmann::json::parse(r.out);
@@ -75,9 +75,12 @@ TEST(GenerateCli, SameSeedSameText) {
 TEST(GenerateCli, PromptFromFileAndStdin) {
     test::TempDir tmp;
     test::write_file(tmp / "p.txt", "One day, Tom");
-    const auto a = run_binary({"generate", "-m", model_dir().string(), "-f", (tmp / "p.txt").string(), "--temp", "0", "-n", "10", "--quiet"});
-    const auto b = run_binary({"generate", "-m", model_dir().string(), "-f", "-", "--temp", "0", "-n", "10", "--quiet"}, "One day, Tom");
-    const auto c = run_binary({"generate", "-m", model_dir().string(), "-p", "One day, Tom", "--temp", "0", "-n", "10", "--quiet"});
+    const auto a = run_binary(
+        {"generate", "-m", model_dir().string(), "-f", (tmp / "p.txt").string(), "--temp", "0", "-n", "10", "--quiet"});
+    const auto b = run_binary({"generate", "-m", model_dir().string(), "-f", "-", "--temp", "0", "-n", "10", "--quiet"},
+                              "One day, Tom");
+    const auto c = run_binary(
+        {"generate", "-m", model_dir().string(), "-p", "One day, Tom", "--temp", "0", "-n", "10", "--quiet"});
     ASSERT_EQ(a.status, 0) << a.err;
     EXPECT_EQ(a.out, c.out);
     EXPECT_EQ(b.out, c.out);
@@ -155,7 +158,7 @@ TEST(GenerateCli, RepeatLastN) {
 // --seed N; --quiet and greedy decoding print none.
 TEST(GenerateCli, RandomSeedIsPrinted) {
     const std::vector<std::string> args = {"generate", "-m", model_dir().string(), "-p", "Once upon", "-n", "24",
-                                           "--temp", "1"};
+                                           "--temp",   "1"};
     const auto r = run_binary(args);
     ASSERT_EQ(r.status, 0) << r.err;
     const size_t at = r.err.find("seed = ");
@@ -246,10 +249,17 @@ TEST(Tokenizer, StreamingKeepsSpacesAndUtf8) {
 void make_tiny_llama2_vocab_model(const test::fs::path& dir) {
     test::fs::create_directories(dir);
     const int64_t H = 16, F = 32, V = 32000, L = 1;
-    nlohmann::json cfg = {{"hidden_size", H}, {"intermediate_size", F}, {"num_hidden_layers", L},
-                          {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"vocab_size", V},
-                          {"max_position_embeddings", 128}, {"rms_norm_eps", 1e-5}, {"tie_word_embeddings", true},
-                          {"bos_token_id", 1}, {"eos_token_id", 2}};
+    nlohmann::json cfg = {{"hidden_size", H},
+                          {"intermediate_size", F},
+                          {"num_hidden_layers", L},
+                          {"num_attention_heads", 2},
+                          {"num_key_value_heads", 1},
+                          {"vocab_size", V},
+                          {"max_position_embeddings", 128},
+                          {"rms_norm_eps", 1e-5},
+                          {"tie_word_embeddings", true},
+                          {"bos_token_id", 1},
+                          {"eos_token_id", 2}};
     test::write_file(dir / "config.json", cfg.dump());
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 0.5f);
@@ -264,13 +274,14 @@ void make_tiny_llama2_vocab_model(const test::fs::path& dir) {
         return test::RawTensor{name, "F32", shape, bytes};
     };
     const std::string p = "model.layers.0.";
-    test::write_safetensors(dir / "model.safetensors",
-                            {tensor("model.embed_tokens.weight", {V, H}), tensor(p + "input_layernorm.weight", {H}, true),
-                             tensor(p + "self_attn.q_proj.weight", {H, H}), tensor(p + "self_attn.k_proj.weight", {8, H}),
-                             tensor(p + "self_attn.v_proj.weight", {8, H}), tensor(p + "self_attn.o_proj.weight", {H, H}),
-                             tensor(p + "post_attention_layernorm.weight", {H}, true),
-                             tensor(p + "mlp.gate_proj.weight", {F, H}), tensor(p + "mlp.up_proj.weight", {F, H}),
-                             tensor(p + "mlp.down_proj.weight", {H, F}), tensor("model.norm.weight", {H}, true)});
+    test::write_safetensors(
+        dir / "model.safetensors",
+        {tensor("model.embed_tokens.weight", {V, H}), tensor(p + "input_layernorm.weight", {H}, true),
+         tensor(p + "self_attn.q_proj.weight", {H, H}), tensor(p + "self_attn.k_proj.weight", {8, H}),
+         tensor(p + "self_attn.v_proj.weight", {8, H}), tensor(p + "self_attn.o_proj.weight", {H, H}),
+         tensor(p + "post_attention_layernorm.weight", {H}, true), tensor(p + "mlp.gate_proj.weight", {F, H}),
+         tensor(p + "mlp.up_proj.weight", {F, H}), tensor(p + "mlp.down_proj.weight", {H, F}),
+         tensor("model.norm.weight", {H}, true)});
     test::fs::copy_file(test::shared_dir() / "tokenizers/llama2/tokenizer.model", dir / "tokenizer.model");
 }
 
@@ -278,7 +289,8 @@ TEST(GenerateCli, Utf8PromptRoundTripsThroughTheBinary) {
     test::TempDir tmp;
     make_tiny_llama2_vocab_model(tmp / "m");
     const std::string prompt = "Ça va? Olá, 日本語 🦙 ok";
-    const auto r = run_binary({"generate", "-m", (tmp / "m").string(), "-p", prompt, "-n", "8", "--seed", "1", "--quiet"});
+    const auto r =
+        run_binary({"generate", "-m", (tmp / "m").string(), "-p", prompt, "-n", "8", "--seed", "1", "--quiet"});
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out.substr(0, prompt.size()), prompt);
 }

@@ -1,7 +1,7 @@
 // The subcommands on GGUF files: tokenize and inspect on llama.cpp's vocabulary-only files, inspect from the header
 // alone, quantize -o NAME.gguf and every model command on what it wrote.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -311,9 +311,9 @@ TEST(GgufSplit, PartsLoadAsOneModel) {
 
 TEST(GgufSplit, OnlyNamesOfTheSplitPatternAreSplitSets) {
     test::TempDir tmp;
-    for (const char* name : {"m-00001-of-00002.gguf", "m-00002-of-00002.gguf", "m-0001-of-00002.gguf",
-                             "m-00001-of-0002.gguf", "m-0000a-of-00002.gguf", "m-00001_of-00002.gguf",
-                             "m-00001-of-00002.ggml", "00001-of-00002.gguf"})
+    for (const char* name :
+         {"m-00001-of-00002.gguf", "m-00002-of-00002.gguf", "m-0001-of-00002.gguf", "m-00001-of-0002.gguf",
+          "m-0000a-of-00002.gguf", "m-00001_of-00002.gguf", "m-00001-of-00002.ggml", "00001-of-00002.gguf"})
         test::write_file(tmp / name, "GGUF");
     // not of the pattern: the file alone
     for (const char* name : {"m-0001-of-00002.gguf", "m-00001-of-0002.gguf", "m-0000a-of-00002.gguf",

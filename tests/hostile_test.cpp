@@ -2,11 +2,11 @@
 // ends with exit status 1 (bad input) or 2 (bad command line), exactly one line on stderr starting with
 // "plainllama: error:", and nothing on stdout; never a crash. Also: --check-tensors, a NaN model without it,
 // a KV cache larger than the machine.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,12 +16,12 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "hostile_util.h"
 #include "plainllama/io/config.h"
 #include "plainllama/io/dtype.h"
 #include "plainllama/io/safetensors.h"
 #include "plainllama/model/model.h"
 #include "plainllama/sys/error.h"
-#include "hostile_util.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -29,19 +29,19 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using test::expect_load_error;
 using test::model_dir;
+using test::one_error;
 using test::RawTensor;
 using test::run_binary;
 using test::RunResult;
 using test::set_config;
-using test::TempDir;
-using test::one_error;
-using test::expect_load_error;
 using test::shown;
+using test::TempDir;
 
 RunResult generate(const fs::path& model, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"generate", "-m", model.string(), "-p", "Once upon a time", "-n", "4",
-                                     "--temp", "0"};
+    std::vector<std::string> args = {"generate", "-m", model.string(), "-p", "Once upon a time",
+                                     "-n",       "4",  "--temp",       "0"};
     args.insert(args.end(), extra.begin(), extra.end());
     return run_binary(args);
 }
@@ -115,9 +115,19 @@ TEST(Hostile, TensorOf2To40By2To40) {
 }
 
 TEST(Hostile, NegativeOrNonIntegerDims) {
-    const std::vector<std::string> shapes = {"[-64]", "[64.0]", "[64.5]", "[\"64\"]", "[null]", "[true]", "[[64]]",
-                                             "[-9223372036854775808]", "[18446744073709551615, 0]", "[1e300]",
-                                             "{}", "64", "[64, -1, -1]"};
+    const std::vector<std::string> shapes = {"[-64]",
+                                             "[64.0]",
+                                             "[64.5]",
+                                             "[\"64\"]",
+                                             "[null]",
+                                             "[true]",
+                                             "[[64]]",
+                                             "[-9223372036854775808]",
+                                             "[18446744073709551615, 0]",
+                                             "[1e300]",
+                                             "{}",
+                                             "64",
+                                             "[64, -1, -1]"};
     for (const std::string& shape : shapes) {
         SCOPED_TRACE(shape);
         TempDir tmp;
@@ -270,7 +280,8 @@ TEST(Hostile, GarbageTokenizer) {
         {"random bytes", noise},
         {"first half", real.substr(0, real.size() / 2)},
         {"first 10 bytes", real.substr(0, 10)},
-        {"a bit flipped in every 7th byte", [&] {
+        {"a bit flipped in every 7th byte",
+         [&] {
              std::string s = real;
              for (size_t i = 0; i < s.size(); i += 7) s[i] = char(s[i] ^ 0x10);
              return s;
@@ -342,12 +353,12 @@ TEST(Hostile, EmbeddingPaddedPastTheTokenizer) {
 
 TEST(Hostile, InvalidUtf8Prompts) {
     const std::vector<std::string> bad = {
-        "\xff",             // never valid
-        "abc \xc3",         // cut two-byte character
-        "\xc0\xaf",         // overlong '/'
-        "\xed\xa0\x80",     // UTF-16 surrogate
-        "\xf4\x90\x80\x80", // past U+10FFFF
-        "ok \xe6\x97 bad",  // cut three-byte character in the middle
+        "\xff",              // never valid
+        "abc \xc3",          // cut two-byte character
+        "\xc0\xaf",          // overlong '/'
+        "\xed\xa0\x80",      // UTF-16 surrogate
+        "\xf4\x90\x80\x80",  // past U+10FFFF
+        "ok \xe6\x97 bad",   // cut three-byte character in the middle
     };
     TempDir tmp;
     const std::string m = model_dir().string();
@@ -355,8 +366,8 @@ TEST(Hostile, InvalidUtf8Prompts) {
         SCOPED_TRACE(testing::PrintToString(p));
         EXPECT_TRUE(one_error(run_binary({"generate", "-m", m, "-p", p}), {"UTF-8"}, 2));  // command line: usage
         test::write_file(tmp / "p.txt", p);
-        EXPECT_TRUE(one_error(run_binary({"generate", "-m", m, "-f", (tmp / "p.txt").string()}),
-                              {"p.txt", "UTF-8"}, 1));
+        EXPECT_TRUE(
+            one_error(run_binary({"generate", "-m", m, "-f", (tmp / "p.txt").string()}), {"p.txt", "UTF-8"}, 1));
         EXPECT_TRUE(one_error(run_binary({"generate", "-m", m, "-f", "-"}, p), {"stdin", "UTF-8"}, 1));
         test::write_file(tmp / "text.txt", std::string(2000, 'a') + p);
         EXPECT_TRUE(one_error(run_binary({"perplexity", "-m", m, "-f", (tmp / "text.txt").string(), "-c", "64"}),
@@ -424,10 +435,9 @@ TEST(Hostile, CheckTensorsNamesTheTensorAndTheFirstBadIndex) {
         const fs::path m = copy_of(tmp, "m", c.folder);
         poke(m, c.tensor, c.index, c.value);
         poke(m, c.tensor, c.index + 1, nan);  // a later bad element is not the one reported
-        EXPECT_TRUE(one_error(generate(m, {"--check-tensors"}),
-                              {"model.safetensors", std::string("'") + c.tensor + "'", c.kind, c.expected,
-                               "--check-tensors"},
-                              1));
+        EXPECT_TRUE(one_error(
+            generate(m, {"--check-tensors"}),
+            {"model.safetensors", std::string("'") + c.tensor + "'", c.kind, c.expected, "--check-tensors"}, 1));
         EXPECT_TRUE(one_error(run_binary({"bench", "-m", m.string(), "--check-tensors", "-p", "8", "-n", "4"}),
                               {std::string("'") + c.tensor + "'", c.expected}, 1));
     }
@@ -452,10 +462,10 @@ TEST(Hostile, NanModelRunsWithoutTheCheck) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
     poke(m, "model.layers.0.self_attn.q_proj.weight", 0, nan);
     poke(m, "model.layers.3.mlp.down_proj.weight", 100, std::numeric_limits<float>::infinity());
-    for (const std::vector<std::string>& sampling :
-         {std::vector<std::string>{"--temp", "0"}, {"--temp", "0.8", "--seed", "1"},
-          {"--temp", "1", "--top-k", "5", "--top-p", "0.9", "--min-p", "0.1", "--repeat-penalty", "1.3", "--seed",
-           "2"}}) {
+    for (const std::vector<std::string>& sampling : {std::vector<std::string>{"--temp", "0"},
+                                                     {"--temp", "0.8", "--seed", "1"},
+                                                     {"--temp", "1", "--top-k", "5", "--top-p", "0.9", "--min-p", "0.1",
+                                                      "--repeat-penalty", "1.3", "--seed", "2"}}) {
         SCOPED_TRACE(shown(sampling));
         std::vector<std::string> args = {"generate", "-m", m.string(), "-p", "Once upon a time", "-n", "16", "--quiet"};
         args.insert(args.end(), sampling.begin(), sampling.end());
@@ -508,9 +518,15 @@ RunResult run_limited(const std::vector<std::string>& args, uint64_t as_bytes) {
 void make_huge_context_model(const fs::path& dir) {
     fs::create_directories(dir);
     const int64_t H = 8, F = 8, L = 8, heads = 16, hd = 256, V = 512;
-    const json cfg = {{"hidden_size", H}, {"intermediate_size", F}, {"num_hidden_layers", L},
-                      {"num_attention_heads", heads}, {"num_key_value_heads", heads}, {"head_dim", hd},
-                      {"vocab_size", V}, {"max_position_embeddings", int64_t(1) << 24}, {"rms_norm_eps", 1e-5},
+    const json cfg = {{"hidden_size", H},
+                      {"intermediate_size", F},
+                      {"num_hidden_layers", L},
+                      {"num_attention_heads", heads},
+                      {"num_key_value_heads", heads},
+                      {"head_dim", hd},
+                      {"vocab_size", V},
+                      {"max_position_embeddings", int64_t(1) << 24},
+                      {"rms_norm_eps", 1e-5},
                       {"tie_word_embeddings", true}};
     test::write_file(dir / "config.json", cfg.dump());
     auto tensor = [](const std::string& name, std::vector<int64_t> shape) {
@@ -588,16 +604,20 @@ TEST(Hostile, RopeBaseOrFactorBelowOne) {
         {"rope_theta", 5e-324},
         {"rope_theta", 0.5},
         {"rope_scaling", {{"type", "linear"}, {"factor", 1e-310}}},
-        {"rope_scaling", {{"rope_type", "llama3"}, {"factor", 0.5}, {"low_freq_factor", 1.0},
-                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 128}}},
+        {"rope_scaling",
+         {{"rope_type", "llama3"},
+          {"factor", 0.5},
+          {"low_freq_factor", 1.0},
+          {"high_freq_factor", 4.0},
+          {"original_max_position_embeddings", 128}}},
     };
     for (const auto& [key, value] : cases) {
         SCOPED_TRACE(key + " " + value.dump());
         TempDir tmp;
         const fs::path m = copy_of(tmp, "m");
         set_config(m, key, value);
-        EXPECT_TRUE(one_error(generate(m), {"config.json", key == "rope_theta" ? "rope_theta" : "factor",
-                                            "at least 1"}, 1));
+        EXPECT_TRUE(
+            one_error(generate(m), {"config.json", key == "rope_theta" ? "rope_theta" : "factor", "at least 1"}, 1));
     }
 }
 

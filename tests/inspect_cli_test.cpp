@@ -1,10 +1,9 @@
 // `plainllama inspect` end to end: the tensor table, JSON, the kernels it reports, errors.
 #include <gtest/gtest.h>
 
-#include <map>
-
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "plainllama/io/config.h"
@@ -207,7 +206,7 @@ TEST(InspectCli, QuantShowsEachMatrixFormatAndTheBytesLoaded) {
     EXPECT_EQ(t["model.embed_tokens.weight"]["format"], "q4_k");
     // [256, 256] q4_k: 16 groups of 16 rows, one tile each (quant.h)
     EXPECT_EQ(t["model.layers.0.self_attn.q_proj.weight"]["loaded_bytes"], 256 / 16 * kQ4x16Tile);
-    EXPECT_EQ(t["model.layers.3.mlp.down_proj.weight"]["loaded_bytes"], 256 * 768 / 256 * 210);     // [256, 768] q6_k
+    EXPECT_EQ(t["model.layers.3.mlp.down_proj.weight"]["loaded_bytes"], 256 * 768 / 256 * 210);  // [256, 768] q6_k
     size_t sum = 0;
     for (const auto& entry : t) sum += size_t(entry.second["loaded_bytes"]);
     EXPECT_EQ(j["n_loaded_bytes"], sum);

@@ -438,7 +438,8 @@ TEST(KernelVariants, FmaVariantsAgreeBitForBit) {
                     if (first.empty())
                         first = out;
                     else
-                        ASSERT_EQ(out, first) << v << " vs " << fma[0] << ": " << dtype_name(t) << " T " << T << " K " << K;
+                        ASSERT_EQ(out, first)
+                            << v << " vs " << fma[0] << ": " << dtype_name(t) << " T " << T << " K " << K;
                 }
             }
 }

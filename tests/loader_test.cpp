@@ -10,12 +10,12 @@
 #include <ostream>
 #include <random>
 
+#include "loader_util.h"
 #include "plainllama/io/config.h"
 #include "plainllama/io/safetensors.h"
 #include "plainllama/model/model.h"
 #include "plainllama/model/weights.h"
 #include "plainllama/sys/error.h"
-#include "loader_util.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -31,13 +31,12 @@ using test::set_config;
 using test::TempDir;
 using test::write_safetensors;
 
-using test::HasSubstr;
-using test::StartsWith;
 using test::bytes_of;
 using test::checkpoint_error;
+using test::HasSubstr;
 using test::model_error;
 using test::raw_file;
-
+using test::StartsWith;
 
 // ---------------------------------------------------------------------------------------------------------
 // The shared folders.

@@ -19,13 +19,13 @@ namespace plainllama {
 namespace {
 
 namespace fs = std::filesystem;
+using test::decode_bf16;
+using test::decode_f16;
 using test::model_dir;
 using test::RawTensor;
 using test::read_json;
 using test::shared_dir;
 using test::TempDir;
-using test::decode_bf16;
-using test::decode_f16;
 
 // ---- a naive reference forward pass, in double, from config.json and the raw safetensors bytes ------
 
@@ -451,9 +451,9 @@ TEST(ModelLoad, ReportsRepackingProgress) {
     std::vector<std::pair<size_t, size_t>> calls;
     Model model(model_dir(), [&](size_t done, size_t total) { calls.emplace_back(done, total); });
     const LlamaConfig& c = model.config();
-    const size_t layer = size_t(c.hidden_size) *
-                         size_t(2 * c.num_attention_heads * c.head_dim + 2 * c.num_key_value_heads * c.head_dim +
-                                3 * c.intermediate_size);
+    const size_t layer =
+        size_t(c.hidden_size) * size_t(2 * c.num_attention_heads * c.head_dim + 2 * c.num_key_value_heads * c.head_dim +
+                                       3 * c.intermediate_size);
     const size_t want = (size_t(c.num_hidden_layers) * layer + size_t(c.vocab_size * c.hidden_size)) * 4;  // F32
     ASSERT_EQ(calls.size(), size_t(c.num_hidden_layers) * 7 + 1);
     for (size_t i = 0; i < calls.size(); ++i) {

@@ -19,9 +19,17 @@ using test::model_dir;
 using test::run_binary;
 
 nlohmann::json ppl_json(const std::string& model, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"perplexity", "-m", model_dir(model).string(), "-f",
-                                     (test::shared_dir() / "data/tinystories_val.txt").string(), "-c", "256",
-                                     "--chunks", "20", "--json", "--quiet"};
+    std::vector<std::string> args = {"perplexity",
+                                     "-m",
+                                     model_dir(model).string(),
+                                     "-f",
+                                     (test::shared_dir() / "data/tinystories_val.txt").string(),
+                                     "-c",
+                                     "256",
+                                     "--chunks",
+                                     "20",
+                                     "--json",
+                                     "--quiet"};
     args.insert(args.end(), extra.begin(), extra.end());
     const auto r = run_binary(args);
     EXPECT_EQ(r.status, 0) << r.err;

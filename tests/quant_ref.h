@@ -79,6 +79,6 @@ inline std::vector<float> random_row(int64_t K, std::mt19937& rng, float scale =
 }
 
 inline constexpr QuantType kQuantTypes[] = {QuantType::q8_0, QuantType::q4_k, QuantType::q6_k,
-                                 QuantType::q4_0, QuantType::q5_0, QuantType::q5_k};
+                                            QuantType::q4_0, QuantType::q5_0, QuantType::q5_k};
 
 }  // namespace plainllama::quant_ref

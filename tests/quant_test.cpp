@@ -2,6 +2,8 @@
 // reader reads our blocks), the quantizers' error (their searches written plainly: quantizer_test.cpp), the integer
 // dot products of every kernel variant against the scalar one (bit for bit) and against a double-precision sum of the
 // same quantized values, and a quantized model decoding token by token exactly as its batched prefill.
+#include "plainllama/kernels/quant.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "plainllama/kernels/kernels.h"
-#include "plainllama/kernels/quant.h"
 #include "plainllama/model/model.h"
 #include "quant_ref.h"
 #include "test_util.h"
@@ -20,7 +21,6 @@ namespace plainllama {
 namespace {
 
 using namespace quant_ref;
-
 
 TEST(QuantFormat, BlocksReadAsGgufDefinesThem) {
     std::mt19937 rng(1);
@@ -57,8 +57,8 @@ TEST(QuantFormat, Q6KZeroGroupStoresZeros) {
     for (const std::string& v : kernel_variants()) {
         test::UseKernels scope(v);
         quantize_row(QuantType::q6_k, x.data(), q.data(), 256);
-        EXPECT_EQ(q[192 + 3], 0) << v;        // scales[3]
-        for (int l = 16; l < 32; ++l) {       // weight 32 + l of the first half: ql[32 + l] low 4 bits, qh[l] bits 2-3
+        EXPECT_EQ(q[192 + 3], 0) << v;   // scales[3]
+        for (int l = 16; l < 32; ++l) {  // weight 32 + l of the first half: ql[32 + l] low 4 bits, qh[l] bits 2-3
             EXPECT_EQ(q[32 + size_t(l)] & 0xF, 0) << v << " " << l;
             EXPECT_EQ((q[128 + size_t(l)] >> 2) & 3, 0) << v << " " << l;
         }
@@ -74,9 +74,9 @@ TEST(QuantFormat, EveryVariantQuantizesAsTheScalarKernels) {
         for (int64_t K : {256, 768, 1536, 2048, 2304}) {
             for (int trial = 0; trial < 6; ++trial) {
                 auto x = random_row(K, rng, trial % 3 == 0 ? 1e-3f : trial % 3 == 1 ? 1.0f : 50.0f);
-                if (trial == 1) std::fill(x.begin(), x.begin() + 32, 0.25f);   // a constant group
+                if (trial == 1) std::fill(x.begin(), x.begin() + 32, 0.25f);       // a constant group
                 if (trial == 2) std::fill(x.begin() + 64, x.begin() + 128, 0.0f);  // zero groups
-                if (trial == 4) std::fill(x.begin(), x.begin() + 256, 0.0f);    // a zero super-block
+                if (trial == 4) std::fill(x.begin(), x.begin() + 256, 0.0f);       // a zero super-block
                 if (trial == 5)  // zero groups of both signs' zeros (the variants take maxima in different orders)
                     for (int i = 0; i < 64; ++i) x[size_t(i)] = i % 3 ? -0.0f : 0.0f;
                 std::vector<uint8_t> want(quant_row_bytes(t, K)), got(want.size());
@@ -232,7 +232,8 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
                 test::UseKernels scope(v);
                 for (int64_t r = 0; r < alone; r += 13) {
                     const std::vector<float> one(x.begin() + r * K, x.begin() + (r + 1) * K);
-                    EXPECT_EQ(product(q.m, one, 1), std::vector<float>(want.begin() + r * N, want.begin() + (r + 1) * N))
+                    EXPECT_EQ(product(q.m, one, 1),
+                              std::vector<float>(want.begin() + r * N, want.begin() + (r + 1) * N))
                         << v << " " << quant_name(t) << " K " << K << " row " << r;
                 }
                 for (int64_t few : {37, 38, 39})  // the several-token kernels' tails of 1, 2 and 3 tokens
@@ -255,7 +256,8 @@ TEST(QuantDot, EveryVariantEqualsTheScalarKernelsBitForBit) {
                             exact += w[size_t(k)] * double(x[size_t(r * K + k)]);
                             mag += std::fabs(w[size_t(k)] * double(x[size_t(r * K + k)]));
                         }
-                        ASSERT_NEAR(got[size_t(r * N + n)], exact, 1e-6 * mag) << v << " " << quant_name(t) << " K " << K;
+                        ASSERT_NEAR(got[size_t(r * N + n)], exact, 1e-6 * mag)
+                            << v << " " << quant_name(t) << " K " << K;
                     }
                 }
             }
@@ -479,10 +481,10 @@ TEST(QuantModel, PerplexityAndKlDivergenceAsLlamaCpp) {
     for (const Row& want :
          {Row{"q8_0", 4.4654, 0.000144}, Row{"q6_k", 4.4696, 0.000856}, Row{"q4_k_m", 4.4924, 0.006246},
           Row{"q5_k_m", 4.4781, 0.001877}, Row{"q4_0", 4.5166, 0.009231}}) {
-        const auto r = test::run_binary({"perplexity", "-m", test::model_dir("tinystories3M").string(), "-f",
-                                         (test::shared_dir() / "data/tinystories_val.txt").string(), "-c", "256",
-                                         "--chunks", kSanitized ? "4" : "40", "--quant", want.scheme, "--kl-divergence",
-                                         "--json", "--quiet"});
+        const auto r =
+            test::run_binary({"perplexity", "-m", test::model_dir("tinystories3M").string(), "-f",
+                              (test::shared_dir() / "data/tinystories_val.txt").string(), "-c", "256", "--chunks",
+                              kSanitized ? "4" : "40", "--quant", want.scheme, "--kl-divergence", "--json", "--quiet"});
         ASSERT_EQ(r.status, 0) << r.err;
         const auto j = nlohmann::json::parse(r.out);
         if (kSanitized) {

@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 const std::string kVal = (test::shared_dir() / "data/tinystories_val.txt").string();
 
 nlohmann::json ppl(const std::string& dir, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"perplexity", "-m", dir, "-f", kVal, "-c", "256", "--chunks", "3", "--json", "--quiet"};
+    std::vector<std::string> args = {"perplexity", "-m",       dir, "-f",     kVal,     "-c",
+                                     "256",        "--chunks", "3", "--json", "--quiet"};
     args.insert(args.end(), extra.begin(), extra.end());
     const auto r = run_binary(args);
     EXPECT_EQ(r.status, 0) << r.err;
@@ -177,8 +178,8 @@ TEST(Quantize, OutputFolderMustBeNewOrEmpty) {
         EXPECT_FALSE(e.path().string().ends_with(".partial")) << e.path();
 
     // a model that fails to load: the folder made for it is removed again
-    r = run_binary({"quantize", "-m", (tmp / "no-model").string(), "-o", (tmp / "new" / "q").string(), "--quant",
-                    "q8_0"});
+    r = run_binary(
+        {"quantize", "-m", (tmp / "no-model").string(), "-o", (tmp / "new" / "q").string(), "--quant", "q8_0"});
     EXPECT_EQ(r.status, 1);
     EXPECT_FALSE(fs::exists(tmp / "new"));
 }
@@ -190,8 +191,8 @@ TEST(Quantize, CopiesGenerationConfig) {
     const fs::path src = tmp / "src", out = tmp / "q";
     test::copy_model(test::model_dir("stories260K"), src);
     auto generate = [&](const fs::path& m, std::vector<std::string> extra) {
-        std::vector<std::string> args = {"generate", "-m", m.string(), "-p", "Once upon a time", "-n", "32",
-                                         "--temp", "0", "--json", "--quiet"};
+        std::vector<std::string> args = {"generate", "-m",     m.string(), "-p",     "Once upon a time", "-n",
+                                         "32",       "--temp", "0",        "--json", "--quiet"};
         args.insert(args.end(), extra.begin(), extra.end());
         const auto g = run_binary(args);
         EXPECT_EQ(g.status, 0) << g.err;
@@ -200,7 +201,8 @@ TEST(Quantize, CopiesGenerationConfig) {
     // a stop id from the reply itself: the first token from the fourth on that did not come before
     const std::vector<int32_t> reply = generate(src, {"--quant", "q8_0"})["tokens"];
     size_t at = 3;
-    while (at < reply.size() && std::find(reply.begin(), reply.begin() + long(at), reply[at]) != reply.begin() + long(at))
+    while (at < reply.size() &&
+           std::find(reply.begin(), reply.begin() + long(at), reply[at]) != reply.begin() + long(at))
         ++at;
     ASSERT_LT(at, reply.size());
     const std::string gen = "{\"eos_token_id\": [2, " + std::to_string(reply[at]) + "], \"temperature\": 0.6}\n";

@@ -82,7 +82,7 @@ KGroup fit_k_group_ref(const float* x, const KSearchRef& p) {
         const float diff = scale * level_ref(iscale0, x[i] - mn, 0, float(nmax)) + mn - x[i];
         best += w[i] * diff * diff;
     }
-    float c_win = float(nmax), coarse = 0;  // the winner's c; the coarse steps' winner's
+    float c_win = float(nmax), coarse = 0;     // the winner's c; the coarse steps' winner's
     for (int s = 0; s <= p.nsteps + 2; ++s) {  // the steps of 0.2, then the winner's -0.1 and +0.1
         if (s == p.nsteps + 1) coarse = c_win;
         const float c = s <= p.nsteps       ? p.rmin + 0.2f * float(s) + float(nmax)

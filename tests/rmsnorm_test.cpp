@@ -25,8 +25,6 @@ constexpr double kF32Rel = 4 * kUnitRoundoff;
 using test::decode_bf16;
 using test::decode_f16;
 
-
-
 // Distance between consecutive values of type t around |v| (the binade's ulp).
 double ulp_of(DType t, double v) {
     const int e = v == 0 ? -1000 : std::ilogb(v);

@@ -1,7 +1,6 @@
 // RoPE: inverse frequencies (default, linear and llama3 scaling) against HF's formulas reimplemented here,
 // the cos/sin tables, and the rotate_half pairing (element i with i + head_dim/2, not adjacent pairs).
 #include "plainllama/model/rope.h"
-#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +11,7 @@
 
 #include "plainllama/io/config.h"
 #include "plainllama/kernels/kernels.h"
+#include "test_util.h"
 
 namespace plainllama {
 namespace {

@@ -1,4 +1,6 @@
 // The sampler's stages on hand-made logits, with the expected answers worked out here, and the whole chain.
+#include "plainllama/run/sampler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <set>
 
 #include "plainllama/run/grammar_constraint.h"
-#include "plainllama/run/sampler.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {

@@ -16,8 +16,8 @@ SHARED = os.environ["PLAINLLAMA_SHARED_DIR"]
 BINARY = os.environ["PLAINLLAMA_BINARY"]
 SCRIPT = os.path.join(os.environ["PLAINLLAMA_SOURCE_DIR"], "scripts", "report.py")
 OUT = os.path.join(os.environ.get("PLAINLLAMA_TEST_OUTPUT", "/tmp"), "test_report")
-FORMATS = ["F16", "BF16", "Q8_0", "Q6_K", "Q4_K_M"]
-QUANTIZED = ["Q8_0", "Q6_K", "Q4_K_M"]
+FORMATS = ["F16", "BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0"]
+QUANTIZED = ["Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q4_0"]
 CONCURRENCY = [1, 2, 4, 8]
 
 

@@ -28,7 +28,8 @@ class SkipLog : public ::testing::EmptyTestEventListener {
             if (info.result()->GetTestPartResult(i).skipped()) reason = info.result()->GetTestPartResult(i).message();
         if (reason.empty()) reason = "(no reason given)";
         std::replace(reason.begin(), reason.end(), '\n', ' ');
-        const std::string line = std::string("gtest ") + info.test_suite_name() + "." + info.name() + ": " + reason + "\n";
+        const std::string line =
+            std::string("gtest ") + info.test_suite_name() + "." + info.name() + ": " + reason + "\n";
         const int fd = ::open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) return;
         (void)!::write(fd, line.data(), line.size());  // one write: lines of parallel tests do not mix
@@ -105,7 +106,8 @@ void copy_model(const fs::path& from, const fs::path& to) {
     fs::create_directories(to);
     for (const auto& e : fs::directory_iterator(from)) {
         fs::copy_file(e.path(), to / e.path().filename(), fs::copy_options::overwrite_existing);
-        fs::permissions(to / e.path().filename(), fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+        fs::permissions(to / e.path().filename(), fs::perms::owner_read | fs::perms::owner_write,
+                        fs::perm_options::add);
     }
 }
 
@@ -134,8 +136,9 @@ std::vector<RawTensor> read_safetensors(const fs::path& p) {
     for (auto it = h.begin(); it != h.end(); ++it) {
         if (it.key() == "__metadata__") continue;
         const uint64_t b = it.value()["data_offsets"][0], e = it.value()["data_offsets"][1];
-        v.push_back({b, {it.key(), it.value()["dtype"], it.value()["shape"].get<std::vector<int64_t>>(),
-                         f.substr(8 + n + b, e - b)}});
+        v.push_back({b,
+                     {it.key(), it.value()["dtype"], it.value()["shape"].get<std::vector<int64_t>>(),
+                      f.substr(8 + n + b, e - b)}});
     }
     std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<RawTensor> out;

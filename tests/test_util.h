@@ -44,14 +44,14 @@ inline ::testing::AssertionResult StartsWith(const std::string& s, const std::st
 // IEEE half and bfloat16 bit patterns as doubles, decoded independently of the library's converters.
 inline double decode_f16(uint16_t h) {
     const int s = h >> 15, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    const double v = e == 0 ? std::ldexp(double(m), -24)
+    const double v = e == 0    ? std::ldexp(double(m), -24)
                      : e == 31 ? (m ? std::numeric_limits<double>::quiet_NaN() : INFINITY)
                                : std::ldexp(double(1024 + m), e - 25);
     return s ? -v : v;
 }
 inline double decode_bf16(uint16_t h) {
     const int s = h >> 15, e = (h >> 7) & 0xff, m = h & 0x7f;
-    const double v = e == 0 ? std::ldexp(double(m), -133)
+    const double v = e == 0     ? std::ldexp(double(m), -133)
                      : e == 255 ? (m ? std::numeric_limits<double>::quiet_NaN() : INFINITY)
                                 : std::ldexp(double(128 + m), e - 134);
     return s ? -v : v;
@@ -82,7 +82,7 @@ class EveryKernel : public ::testing::TestWithParam<std::string> {
    private:
     UseKernels scope_{GetParam()};
 };
-#define PL_FOR_EVERY_KERNEL(Suite)                                                               \
+#define PL_FOR_EVERY_KERNEL(Suite)                                                                 \
     INSTANTIATE_TEST_SUITE_P(Kernels, Suite, ::testing::ValuesIn(::plainllama::kernel_variants()), \
                              [](const ::testing::TestParamInfo<std::string>& i) { return i.param; })
 
@@ -114,13 +114,13 @@ ChatMessage generated(const std::string& text, std::vector<int32_t> ids);
 
 // A fresh directory under the system temp dir, removed when the object dies.
 class TempDir {
-public:
+   public:
     TempDir();
     ~TempDir();
     const fs::path& path() const { return path_; }
     fs::path operator/(const std::string& name) const { return path_ / name; }
 
-private:
+   private:
     fs::path path_;
 };
 

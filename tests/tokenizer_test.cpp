@@ -11,12 +11,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "plainllama/tokenizer/bpe_tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/chat.h"
 #include "plainllama/run/chat_template.h"
 #include "plainllama/run/generate.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/tokenizer/bpe_tokenizer.h"
 #include "test_util.h"
 
 namespace plainllama {

@@ -369,8 +369,8 @@ Run add_bench(CLI::App& app) {
                                    pass_bytes, per_token});
             }
         }  // the test's buffer freed before the resident set is read
-        const GrammarTimes gt = grammar ? time_grammar(*l.tokenizer, l.stop_ids, grammar, ctx, P, N, o->runs, rng, quiet)
-                                        : GrammarTimes{};
+        const GrammarTimes gt =
+            grammar ? time_grammar(*l.tokenizer, l.stop_ids, grammar, ctx, P, N, o->runs, rng, quiet) : GrammarTimes{};
         const size_t rss = resident_set_bytes();
 
         double params = 0;
@@ -484,14 +484,15 @@ Run add_bench(CLI::App& app) {
                     flags.c_str(), kernels_line().c_str());
         if (grammar) {
             const Stats with = stats(gt.with_tps), without = stats(gt.without_tps);
-            std::printf("\ngrammar (%s): tg%lld %.2f ± %.2f t/s constrained, %.2f ± %.2f free in the same runs (%.1f%%)\n",
-                        (o->json_schema.empty() ? o->grammar : o->json_schema).c_str(), (long long)N, with.mean,
-                        with.stdev, without.mean, without.stdev, 100.0 * with.mean / without.mean);
-            std::printf("per constrained step of %.0f us: mask %.0f us when walked (%lld steps, max %.0f), %.1f us when "
-                        "kept (%lld steps); sampling %.0f us (free %.0f); accept %.1f us; %lld completions\n",
-                        gt.step_us, gt.walk_us, (long long)gt.walks, gt.walk_max_us, gt.cached_us,
-                        (long long)gt.cached, gt.sample_us, gt.sample_free_us, gt.accept_us,
-                        (long long)gt.completions);
+            std::printf(
+                "\ngrammar (%s): tg%lld %.2f ± %.2f t/s constrained, %.2f ± %.2f free in the same runs (%.1f%%)\n",
+                (o->json_schema.empty() ? o->grammar : o->json_schema).c_str(), (long long)N, with.mean, with.stdev,
+                without.mean, without.stdev, 100.0 * with.mean / without.mean);
+            std::printf(
+                "per constrained step of %.0f us: mask %.0f us when walked (%lld steps, max %.0f), %.1f us when "
+                "kept (%lld steps); sampling %.0f us (free %.0f); accept %.1f us; %lld completions\n",
+                gt.step_us, gt.walk_us, (long long)gt.walks, gt.walk_max_us, gt.cached_us, (long long)gt.cached,
+                gt.sample_us, gt.sample_free_us, gt.accept_us, (long long)gt.completions);
         }
         return 0;
     };

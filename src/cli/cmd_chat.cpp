@@ -81,7 +81,8 @@ bool run_command(const std::string& line, ChatSession& session, const ChatTempla
             if (!quiet) err("conversation cleared");
         } else if (name == "/system") {
             session.set_system(arg);
-            if (!quiet) err(arg.empty() ? "system prompt cleared" : "system prompt set; it applies from the next message");
+            if (!quiet)
+                err(arg.empty() ? "system prompt cleared" : "system prompt set; it applies from the next message");
         } else if (name == "/save") {
             if (arg.empty()) throw Error("/save needs a file name: /save FILE");
             write_file_atomic(arg, session.to_json().dump(2) + "\n");
@@ -194,8 +195,8 @@ Run add_chat(CLI::App& app) {
             const std::string text = t.rfind("//", 0) == 0 ? t.substr(1) : t;
             // Chat templates: the reply's leading whitespace (llama2's ' ' after [/INST]) is not shown.
             bool started = tmpl.kind() == TemplateKind::raw;
-            bool line_open = false;  // reply text on stdout since the last newline
-            bool printed = false;    // any reply text at all
+            bool line_open = false;                          // reply text on stdout since the last newline
+            bool printed = false;                            // any reply text at all
             const bool stdout_failed = std::ferror(stdout);  // an earlier real write error is kept for the exit
             // Other work may have started or stopped on the cores since the last turn.
             if (refresh_threads(l, o->m.threads, 3) && !quiet) err("note: " + threads_note(l));
@@ -209,7 +210,8 @@ Run add_chat(CLI::App& app) {
                     printed = true;
                     line_open = piece.back() != '\n';
                 },
-                &g_interrupted, [&](const std::string& notice) {
+                &g_interrupted,
+                [&](const std::string& notice) {
                     if (line_open) out("\n");  // the note on a line of its own, not after the reply's last word
                     line_open = false;
                     err("[" + notice + "]");

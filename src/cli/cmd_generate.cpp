@@ -26,7 +26,8 @@ Run add_generate(CLI::App& app) {
         ->transform(int_range(-1, int64_t(1) << 30))
         ->capture_default_str();
     cmd->add_flag("--no-bos", o->no_bos, "Do not prepend the BOS token");
-    cmd->add_flag("--json", o->json, "Print one JSON object at the end (text, token ids, counts, timings) instead of streaming");
+    cmd->add_flag("--json", o->json,
+                  "Print one JSON object at the end (text, token ids, counts, timings) instead of streaming");
     auto* schema_opt = cmd->add_option("--json-schema", o->json_schema,
                                        "Constrain the continuation to JSON that validates against the JSON Schema in "
                                        "FILE (docs/structured-output.md)");
@@ -41,7 +42,10 @@ Run add_generate(CLI::App& app) {
         const bool quiet = o->m.quiet;
         Context ctx(*l.model, ContextParams{o->m.ctx_size, 512, false, 1, cache_type(o->m)});
         std::vector<int32_t> tokens = l.tokenizer->encode(prompt, !o->no_bos && l.tokenizer->add_bos());
-        if (tokens.empty()) throw UsageError("the prompt is empty and no BOS is prepended (--no-bos, or a tokenizer that adds none): nothing to start from");
+        if (tokens.empty())
+            throw UsageError(
+                "the prompt is empty and no BOS is prepended (--no-bos, or a tokenizer that adds none): nothing to "
+                "start from");
         if (int64_t(tokens.size()) > ctx.n_ctx())
             throw Error("the prompt has " + std::to_string(tokens.size()) + " tokens but the context holds " +
                         std::to_string(ctx.n_ctx()) +
@@ -59,7 +63,8 @@ Run add_generate(CLI::App& app) {
                 grammar, std::make_shared<const TokenTrie>(*l.tokenizer, int32_t(l.model->config().vocab_size)),
                 l.stop_ids);
         std::string text;  // the continuation
-        install_sigint_handler(/*restart_io=*/true);  // before the first write: Ctrl-C while output is blocked also stops cleanly
+        install_sigint_handler(
+            /*restart_io=*/true);  // before the first write: Ctrl-C while output is blocked also stops cleanly
         std::string echoed;
         for (int32_t id : tokens) echoed += decoder.push(id);
         if (!o->json) {
@@ -111,7 +116,8 @@ Run add_generate(CLI::App& app) {
             std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         }
         if (!quiet) {
-            if (st.stopped_ctx) std::fprintf(stderr, "\n[stopped: the context of %lld tokens is full]\n", (long long)ctx.n_ctx());
+            if (st.stopped_ctx)
+                std::fprintf(stderr, "\n[stopped: the context of %lld tokens is full]\n", (long long)ctx.n_ctx());
             if (st.interrupted) std::fprintf(stderr, "\n[interrupted]\n");
             if (constraint && !st.interrupted && !st.stopped_eos && !st.stopped_grammar)
                 std::fprintf(stderr, "\n[stopped before the grammar was complete: the text is cut short]\n");

@@ -17,14 +17,14 @@ namespace plainllama::cli {
 namespace {
 
 nlohmann::json config_json(const LlamaConfig& c) {
-    nlohmann::json rs = c.rope_scaling.rope_type == RopeType::none
-                            ? nlohmann::json(nullptr)
-                            : nlohmann::json{{"rope_type", rope_type_name(c.rope_scaling.rope_type)},
-                                             {"factor", c.rope_scaling.factor},
-                                             {"low_freq_factor", c.rope_scaling.low_freq_factor},
-                                             {"high_freq_factor", c.rope_scaling.high_freq_factor},
-                                             {"original_max_position_embeddings",
-                                              c.rope_scaling.original_max_position_embeddings}};
+    nlohmann::json rs =
+        c.rope_scaling.rope_type == RopeType::none
+            ? nlohmann::json(nullptr)
+            : nlohmann::json{{"rope_type", rope_type_name(c.rope_scaling.rope_type)},
+                             {"factor", c.rope_scaling.factor},
+                             {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                             {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                             {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
     nlohmann::json j = {{"hidden_size", c.hidden_size},
                         {"intermediate_size", c.intermediate_size},
                         {"num_hidden_layers", c.num_hidden_layers},
@@ -187,7 +187,7 @@ Run add_inspect(CLI::App& app) {
             const auto as = loaded(w, quant_for_tied_lm_head(at_load, c), t);
             if (apart) {
                 add("lm_head.weight", t, {c.vocab_size, c.hidden_size}, as);
-                params -= c.vocab_size * c.hidden_size;  // the same parameters as the embedding's
+                params -= c.vocab_size * c.hidden_size;    // the same parameters as the embedding's
             } else if (as.first != dtype_name(t.dtype)) {  // packed apart from the embedding at load
                 tensors.push_back({{"name", g ? "output (tied)" : "lm_head (tied)"},
                                    {"dtype", dtype_of(t)},

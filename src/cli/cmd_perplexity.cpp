@@ -56,7 +56,9 @@ Run add_perplexity(CLI::App& app) {
         if (o->chunks == 0) throw UsageError("--chunks 0: give the number of chunks to evaluate, or -1 for all");
         const std::string text = read_prompt("", o->file, false, true);
         if (o->kld && (o->m.quant == "none" || o->stride > 0))
-            throw UsageError("--kl-divergence compares a quantized model with the unquantized one: give --quant (not with --stride)");
+            throw UsageError(
+                "--kl-divergence compares a quantized model with the unquantized one: give --quant (not with "
+                "--stride)");
         Loaded l = load(o->m);
         std::unique_ptr<Model> reference;  // --kl-divergence: the same folder unquantized
         if (o->kld) {
@@ -108,12 +110,13 @@ Run add_perplexity(CLI::App& app) {
             }
         };
         // Each chunk starts with BOS when the tokenizer adds one (llama.cpp's rule), else with its own first token.
-        const int32_t bos = !add_bos ? -1 : l.tokenizer->bos_id() >= 0 ? l.tokenizer->bos_id() : int32_t(c.bos_token_id);
+        const int32_t bos = !add_bos                     ? -1
+                            : l.tokenizer->bos_id() >= 0 ? l.tokenizer->bos_id()
+                                                         : int32_t(c.bos_token_id);
         const Context::Abort abort = [] { return g_interrupted.load(); };
-        const PerplexityResult r = o->stride > 0
-                                       ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress, abort, o->chunks)
-                                       : perplexity_chunks(ctx_ptrs, tokens, o->ctx, bos, o->chunks, progress, abort,
-                                                           ref_ptrs);
+        const PerplexityResult r =
+            o->stride > 0 ? perplexity_stride(ctx, tokens, o->ctx, o->stride, progress, abort, o->chunks)
+                          : perplexity_chunks(ctx_ptrs, tokens, o->ctx, bos, o->chunks, progress, abort, ref_ptrs);
         if (r.n_windows == 0) {  // Ctrl-C inside the first chunk/window
             if (tty && !quiet) std::fprintf(stderr, "\r\033[K");
             std::fprintf(stderr, "\n[interrupted] before the first %s was finished: no perplexity\n",
@@ -130,18 +133,28 @@ Run add_perplexity(CLI::App& app) {
             print_busy_note(l);
         }
         if (o->json) {
-            nlohmann::json j = {{"model", o->m.model}, {"file", o->file},
-                                {"method", o->stride > 0 ? "stride" : "chunks"}, {"ctx", o->ctx},
-                                {"stride", o->stride}, {"n_tokens", tokens.size()}, {"n_chunks", r.n_windows},
-                                {"n_scored", r.n_scored}, {"ppl", r.ppl}, {"ppl_stderr", r.ppl_stderr},
-                                {"mean_nll", r.mean_nll}, {"seconds", secs},
+            nlohmann::json j = {{"model", o->m.model},
+                                {"file", o->file},
+                                {"method", o->stride > 0 ? "stride" : "chunks"},
+                                {"ctx", o->ctx},
+                                {"stride", o->stride},
+                                {"n_tokens", tokens.size()},
+                                {"n_chunks", r.n_windows},
+                                {"n_scored", r.n_scored},
+                                {"ppl", r.ppl},
+                                {"ppl_stderr", r.ppl_stderr},
+                                {"mean_nll", r.mean_nll},
+                                {"seconds", secs},
                                 {"tokens_per_second", double(evaluated) / secs},
-                                {"chunk_ppl", r.window_ppl}, {"running_ppl", r.running_ppl},
+                                {"chunk_ppl", r.window_ppl},
+                                {"running_ppl", r.running_ppl},
                                 {"quant", o->m.quant},
                                 // "interrupted": Ctrl-C; the figures cover the chunks finished before it
                                 {"stop", r.interrupted ? "interrupted" : "complete"}};
             if (reference)
-                j["kld"] = {{"ref_ppl", r.ref_ppl}, {"mean_kld", r.mean_kld}, {"kld_stderr", r.kld_stderr},
+                j["kld"] = {{"ref_ppl", r.ref_ppl},
+                            {"mean_kld", r.mean_kld},
+                            {"kld_stderr", r.kld_stderr},
                             {"same_top", r.same_top}};
             std::printf("%s\n", j.dump().c_str());
         } else {

@@ -25,8 +25,7 @@ Run add_quantize(CLI::App& app) {
     };
     auto o = std::make_shared<Opts>();
     cmd->add_option("-m,--model", o->m.model, kModelHelp)->capture_default_str();
-    cmd->add_option("-o,--output", o->out,
-                    "A folder to write, new (created) or empty; or a new file NAME.gguf")
+    cmd->add_option("-o,--output", o->out, "A folder to write, new (created) or empty; or a new file NAME.gguf")
         ->required();
     cmd->add_option("--quant", o->m.quant,
                     "Format: q8_0, q6_k, q4_k_m, q5_k_m or q4_0 (llama.cpp's mixes); none (the weights as they are: "
@@ -47,7 +46,8 @@ Run add_quantize(CLI::App& app) {
         std::error_code ec;
         if (gguf_out && std::filesystem::symlink_status(out, ec).type() != std::filesystem::file_type::not_found)
             throw Error(o->out + ": exists; give a new file name with -o");
-        std::optional<OutputFolder> folder;  // new or empty, before the work (removed again if it was made and all fails)
+        std::optional<OutputFolder>
+            folder;  // new or empty, before the work (removed again if it was made and all fails)
         if (!gguf_out) folder.emplace(o->out);
         const double t0 = now_seconds();
         Loaded l = load(o->m);

@@ -9,10 +9,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
-#include <cstdlib>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -56,15 +56,17 @@ std::string resolve_api_key(bool flag_given, const std::string& flag) {
                              " of the key is a blank, a control character or not ASCII; a key is printable ASCII "
                              "without blanks");
     if (stripped.size() != key.size())
-        std::fprintf(stderr, "plainllama serve: warning: %s has blanks or line breaks around the key; the key is "
-                             "what is between them\n", from.c_str());
+        std::fprintf(stderr,
+                     "plainllama serve: warning: %s has blanks or line breaks around the key; the key is "
+                     "what is between them\n",
+                     from.c_str());
     return stripped;
 }
 
 // SIGINT and SIGTERM, taken by a thread of their own with sigwait (blocked in every other thread, which inherit
 // the mask): no async-signal-safety to worry about, and a signal never interrupts a socket call.
 class Signals {
-public:
+   public:
     Signals() {
         sigemptyset(&set_);
         sigaddset(&set_, SIGINT);
@@ -77,7 +79,8 @@ public:
                 if (sigwait(&set_, &sig) != 0) continue;
                 std::lock_guard<std::mutex> lock(mutex_);
                 if (!ready_) {  // still loading: nothing to finish
-                    std::fprintf(stderr, "plainllama serve: %s while loading\n", sig == SIGINT ? "interrupted" : "terminated");
+                    std::fprintf(stderr, "plainllama serve: %s while loading\n",
+                                 sig == SIGINT ? "interrupted" : "terminated");
                     std::_Exit(128 + sig);
                 }
                 ++count_;
@@ -101,7 +104,7 @@ public:
         return count_;
     }
 
-private:
+   private:
     sigset_t set_{};
     std::thread thread_;
     std::mutex mutex_;
@@ -129,8 +132,9 @@ Run add_serve(CLI::App& app) {
     add_model_options(cmd, o->m);
     cmd->get_option("-c")->description(
         "KV cache positions of each slot (prompt + reply); default min(max_position_embeddings, 4096)");
-    cmd->add_option("--host", o->http.host, "Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
-                                            "interface)")
+    cmd->add_option("--host", o->http.host,
+                    "Address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
+                    "interface)")
         ->capture_default_str();
     cmd->add_option("--port", o->http.port, "TCP port; 0 = any free one (the line 'listening on' says which)")
         ->transform(int_range(0, 65535))
@@ -142,9 +146,10 @@ Run add_serve(CLI::App& app) {
     cmd->add_option("--queue", o->queue, "Requests that may wait for a slot; one more gets 503")
         ->transform(int_range(0, 4096))
         ->capture_default_str();
-    auto* api_key = cmd->add_option("--api-key", o->http.api_key,
-                    "Require 'Authorization: Bearer KEY' on /v1/ (default: $PLAINLLAMA_API_KEY, else none); an empty "
-                    "key is refused");
+    auto* api_key = cmd->add_option(
+        "--api-key", o->http.api_key,
+        "Require 'Authorization: Bearer KEY' on /v1/ (default: $PLAINLLAMA_API_KEY, else none); an empty "
+        "key is refused");
     cmd->add_option("--max-body", o->max_body, "Largest request body in bytes; larger gets 413")
         ->transform(int_range(1024, int64_t(1) << 30))
         ->capture_default_str();
@@ -161,8 +166,9 @@ Run add_serve(CLI::App& app) {
         ->check(CLI::IsMember({"auto", "raw", "llama2", "zephyr", "chatml", "llama3"}))
         ->capture_default_str();
     add_sampling_options(cmd, o->s);
-    cmd->footer("Sampling flags are the defaults for requests that do not set temperature, top_p, ...; without "
-                "--seed each request without a seed gets a random one.");
+    cmd->footer(
+        "Sampling flags are the defaults for requests that do not set temperature, top_p, ...; without "
+        "--seed each request without a seed gets a random one.");
     return [o, api_key] {
         // Before any thread starts: they all inherit the blocked signals. Never freed: its detached thread may take
         // a signal while the process exits.
@@ -219,8 +225,9 @@ Run add_serve(CLI::App& app) {
         server.set_draining();
         engine.close();
         if (const int n = server.in_flight(); n > 0) {
-            std::fprintf(stderr, "plainllama serve: stopping: %d request%s to finish (at most %.0f s; Ctrl-C again ends "
-                                 "them now)\n",
+            std::fprintf(stderr,
+                         "plainllama serve: stopping: %d request%s to finish (at most %.0f s; Ctrl-C again ends "
+                         "them now)\n",
                          n, n == 1 ? "" : "s", kDrainSeconds);
             const double t0 = now_seconds();
             while (server.in_flight() > 0 && now_seconds() - t0 < kDrainSeconds && signals.wait(1, 0.05) < 2) {

@@ -1,9 +1,8 @@
 // The subcommands of the plainllama binary. Each adds itself to the app; main() runs the chosen one.
 #pragma once
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 namespace plainllama::cli {
 

@@ -88,7 +88,8 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
                     "Threads (default: physical cores, less those other processes keep busy)")
         ->transform(int_range(1, 1024));
     if (with_ctx)
-        cmd->add_option("-c,--ctx-size", o.ctx_size, "Context size in tokens (default: max_position_embeddings, at most 4096)")
+        cmd->add_option("-c,--ctx-size", o.ctx_size,
+                        "Context size in tokens (default: max_position_embeddings, at most 4096)")
             ->transform(int_range(1, int64_t(1) << 24));
     cmd->add_flag("--quiet", o.quiet, "Print nothing on stderr but errors");
     cmd->add_option(
@@ -100,13 +101,15 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
                     "KV cache storage: f32, f16 or q8_0 (llama.cpp's -ctk/-ctv; default f16, serve f32)")
         ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
     cmd->add_flag("--check-tensors", o.check_tensors,
-                  "Scan every tensor for NaN and Inf at load (quantized blocks: their scales); fail naming the tensor and the first bad index");
+                  "Scan every tensor for NaN and Inf at load (quantized blocks: their scales); fail naming the tensor "
+                  "and the first bad index");
 }
 
 std::optional<CacheType> cache_type(const ModelOpts& o) {
     CacheType t;
     if (o.cache_type.empty()) return std::nullopt;
-    if (!parse_cache_type(o.cache_type, &t)) throw UsageError("--cache-type " + o.cache_type + ": expected f32, f16 or q8_0");
+    if (!parse_cache_type(o.cache_type, &t))
+        throw UsageError("--cache-type " + o.cache_type + ": expected f32, f16 or q8_0");
     return t;
 }
 
@@ -114,7 +117,9 @@ void add_sampling_options(CLI::App* cmd, SamplingOpts& o) {
     SamplerParams& p = o.p;
     cmd->add_option("--temp", p.temp, "Temperature; 0 = greedy")->check(float_range(0.0, 100.0))->capture_default_str();
     cmd->add_option("--top-k", p.top_k, "Top-k; 0 = off")->transform(int_range(0, 1 << 30))->capture_default_str();
-    cmd->add_option("--top-p", p.top_p, "Top-p (nucleus); 1 = off")->check(float_range(0.0, 1.0))->capture_default_str();
+    cmd->add_option("--top-p", p.top_p, "Top-p (nucleus); 1 = off")
+        ->check(float_range(0.0, 1.0))
+        ->capture_default_str();
     cmd->add_option("--min-p", p.min_p, "Min-p; 0 = off")->check(float_range(0.0, 1.0))->capture_default_str();
     cmd->add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty; 1 = off")
         ->check(float_range(0.001, 100.0))
@@ -132,7 +137,9 @@ void add_sampling_options(CLI::App* cmd, SamplingOpts& o) {
 
 SamplerParams resolve_sampling(const SamplingOpts& o, bool quiet) {
     SamplerParams p = o.p;
-    p.seed = o.seed >= 0 ? uint64_t(o.seed) : (uint64_t(std::random_device{}()) << 20 ^ std::random_device{}()) & ((uint64_t(1) << 52) - 1);
+    p.seed = o.seed >= 0
+                 ? uint64_t(o.seed)
+                 : (uint64_t(std::random_device{}()) << 20 ^ std::random_device{}()) & ((uint64_t(1) << 52) - 1);
     if (!quiet && p.temp > 0) std::fprintf(stderr, "seed = %llu\n", (unsigned long long)p.seed);
     return p;
 }
@@ -190,10 +197,14 @@ void check_block_scales(const Checkpoint& ckpt, const std::string& name, const T
 
 int64_t first_non_finite(const TensorView& t) {
     switch (t.dtype) {
-        case DType::F32: return first_non_finite<uint32_t>(t.data, t.numel(), 0x7f800000u);
-        case DType::F16: return first_non_finite<uint16_t>(t.data, t.numel(), 0x7c00u);
-        case DType::BF16: return first_non_finite<uint16_t>(t.data, t.numel(), 0x7f80u);
-        case DType::U8: break;  // quantized blocks: check_block_scales
+        case DType::F32:
+            return first_non_finite<uint32_t>(t.data, t.numel(), 0x7f800000u);
+        case DType::F16:
+            return first_non_finite<uint16_t>(t.data, t.numel(), 0x7c00u);
+        case DType::BF16:
+            return first_non_finite<uint16_t>(t.data, t.numel(), 0x7f80u);
+        case DType::U8:
+            break;  // quantized blocks: check_block_scales
     }
     return -1;
 }
@@ -267,12 +278,15 @@ Loaded load(const ModelOpts& o) {
     const std::string name = model_name(o.model);
     int shown = -1;
     try {
-        l.model = std::make_unique<Model>(o.model, [&](size_t done, size_t total) {
-            const int pct = total ? int(done * 100 / total) : 100;
-            if (!tty || total < (size_t(64) << 20) || pct == shown) return;
-            shown = pct;
-            std::fprintf(stderr, pct < 100 ? "\rloading %s: %d%%" : "\r\033[K", name.c_str(), pct);
-        }, parse_scheme(o.quant, "--quant"));
+        l.model = std::make_unique<Model>(
+            o.model,
+            [&](size_t done, size_t total) {
+                const int pct = total ? int(done * 100 / total) : 100;
+                if (!tty || total < (size_t(64) << 20) || pct == shown) return;
+                shown = pct;
+                std::fprintf(stderr, pct < 100 ? "\rloading %s: %d%%" : "\r\033[K", name.c_str(), pct);
+            },
+            parse_scheme(o.quant, "--quant"));
     } catch (...) {
         if (shown >= 0 && shown < 100) std::fprintf(stderr, "\r\033[K");  // the error gets a line of its own
         throw;
@@ -280,8 +294,7 @@ Loaded load(const ModelOpts& o) {
     if (o.check_tensors) check_tensors(l.model->checkpoint());
     l.tokenizer = load_tokenizer(o.model);
     check_vocab(*l.tokenizer, l.model->config(), o.model);
-    l.stop_ids = eos_ids(l.model->config(), *l.tokenizer,
-                         load_generation_eos(o.model, l.model->config().vocab_size));
+    l.stop_ids = eos_ids(l.model->config(), *l.tokenizer, load_generation_eos(o.model, l.model->config().vocab_size));
     l.load_seconds = now_seconds() - t0;
     return l;
 }
@@ -337,8 +350,7 @@ std::string read_prompt(const std::string& prompt, const std::string& file, bool
     const size_t bad = invalid_utf8_at(text);
     if (bad != std::string::npos && !file_given)  // the command line's own text: a usage error
         throw UsageError(source + " is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
-    if (bad != std::string::npos)
-        throw Error(source + " is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
+    if (bad != std::string::npos) throw Error(source + " is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
     return text;
 }
 

@@ -1,18 +1,17 @@
 // Flags and helpers shared by the subcommands (llama.cpp's spellings).
 #pragma once
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
-#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/chat_template.h"
 #include "plainllama/run/grammar.h"
 #include "plainllama/run/sampler.h"
 #include "plainllama/sys/clock.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 namespace plainllama::cli {
 
@@ -83,7 +82,6 @@ std::vector<int32_t> reply_stop_ids(const ChatTemplate& tmpl, const Loaded& l);
 
 // Text of a prompt: -p TEXT or -f FILE ("-" = stdin). Checks it is valid UTF-8.
 std::string read_prompt(const std::string& prompt, const std::string& file, bool prompt_given, bool file_given);
-
 
 // The grammar of --json-schema FILE or --grammar FILE (the one given; null when neither is): Error naming the file
 // and what is wrong in it.

@@ -106,7 +106,7 @@ struct LineInput::Editor {
     History* hist = nullptr;
     FILE* out = nullptr;  // the terminal (a dup of stdout, or of stderr when only that is one)
     std::string prompt;
-    HistoryFile history;              // empty file: none
+    HistoryFile history;             // empty file: none
     std::vector<std::string> added;  // this session's lines, appended to the file's at save
 
     static char* prompt_of(EditLine* el) {

@@ -17,9 +17,9 @@ struct HistoryFile {
 };
 
 class LineInput {
-public:
-    // `history_file` (terminal only; an empty file: none) is read now and written back by save_history(), mode 0600, as a
-    // new file renamed over the old one. Only a file that is ours is used: a regular file, not a symlink (never
+   public:
+    // `history_file` (terminal only; an empty file: none) is read now and written back by save_history(), mode 0600, as
+    // a new file renamed over the old one. Only a file that is ours is used: a regular file, not a symlink (never
     // followed), empty or in libedit's format; anything else is left as it is, with one warning, and the chat runs
     // without history. Other problems with it are warnings on stderr too: the chat goes on without.
     explicit LineInput(HistoryFile history_file = {});
@@ -39,7 +39,7 @@ public:
     // Writes the history file, when there is one (a warning on failure).
     void save_history();
 
-private:
+   private:
     struct Editor;
     std::unique_ptr<Editor> editor_;  // null: not a terminal
     std::string buf_;                 // read(2) mode: bytes after the last line returned

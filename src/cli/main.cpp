@@ -1,13 +1,12 @@
 // plainllama: one binary, subcommands over the core library. Only this file catches errors.
 #include <unistd.h>
 
-#include <ext/stdio_sync_filebuf.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <exception>
+#include <ext/stdio_sync_filebuf.h>
+#include <iostream>
 #include <map>
 #include <string>
 
@@ -85,8 +84,8 @@ int main(int argc, char** argv) {
         known = known || (argc > 1 && sub->get_name() == argv[1]);
     }
     if (argc > 1 && argv[1][0] != '-' && !known) {
-        std::fprintf(stderr, "plainllama: error: unknown subcommand '%s' (expected one of: %s; see --help)\n",
-                     argv[1], names.c_str());
+        std::fprintf(stderr, "plainllama: error: unknown subcommand '%s' (expected one of: %s; see --help)\n", argv[1],
+                     names.c_str());
         return 2;
     }
     try {

@@ -1,5 +1,4 @@
 #include "plainllama/io/config.h"
-#include "plainllama/io/file.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "plainllama/io/file.h"
 #include "plainllama/sys/error.h"
 
 namespace plainllama {
@@ -23,27 +23,24 @@ const json* find(const json& j, const char* key) {
     return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
-int64_t get_int(const json& j, const char* key, const std::string& source, bool required,
-                int64_t fallback, int64_t lo, int64_t hi) {
+int64_t get_int(const json& j, const char* key, const std::string& source, bool required, int64_t fallback, int64_t lo,
+                int64_t hi) {
     const json* v = find(j, key);
     if (!v) {
         if (required) fail(source, key, "is missing (expected an integer)");
         return fallback;
     }
     if (!v->is_number_integer()) fail(source, key, "must be an integer, found " + json_brief(*v));
-    int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)
-                    ? INT64_MAX
-                    : v->get<int64_t>();
+    int64_t x = v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX) ? INT64_MAX : v->get<int64_t>();
     if (x < lo || x > hi)
         fail(source, key,
-             "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], found " +
-                 std::to_string(x));
+             "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], found " + std::to_string(x));
     return x;
 }
 
 // A positive finite number; at least `min` when min > 0.
-double get_double(const json& j, const char* key, const std::string& source, bool required,
-                  double fallback, double min = 0) {
+double get_double(const json& j, const char* key, const std::string& source, bool required, double fallback,
+                  double min = 0) {
     const json* v = find(j, key);
     if (!v) {
         if (required) fail(source, key, "is missing (expected a number)");
@@ -80,7 +77,7 @@ std::vector<int64_t> parse_eos(const json& eos, int64_t vocab_size, const std::s
     return ids;
 }
 
-constexpr int64_t kMaxDim = int64_t(1) << 20;    // hidden, FFN, head sizes
+constexpr int64_t kMaxDim = int64_t(1) << 20;  // hidden, FFN, head sizes
 constexpr int64_t kMaxVocab = int64_t(1) << 24;
 constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxPositions = int64_t(1) << 24;
@@ -103,8 +100,8 @@ RopeScaling parse_rope_scaling(const json& rs, const std::string& source) {
     if (r.rope_type == RopeType::llama3) {
         r.low_freq_factor = get_double(rs, "low_freq_factor", source + " rope_scaling", true, 1.0);
         r.high_freq_factor = get_double(rs, "high_freq_factor", source + " rope_scaling", true, 4.0);
-        r.original_max_position_embeddings = get_int(rs, "original_max_position_embeddings",
-                                                     source + " rope_scaling", true, 0, 1, kMaxPositions);
+        r.original_max_position_embeddings =
+            get_int(rs, "original_max_position_embeddings", source + " rope_scaling", true, 0, 1, kMaxPositions);
         if (r.high_freq_factor <= r.low_freq_factor)
             fail(source, "rope_scaling.high_freq_factor", "must be greater than low_freq_factor");
     }
@@ -115,9 +112,12 @@ RopeScaling parse_rope_scaling(const json& rs, const std::string& source) {
 
 const char* rope_type_name(RopeType t) {
     switch (t) {
-        case RopeType::none: return "none";
-        case RopeType::linear: return "linear";
-        case RopeType::llama3: return "llama3";
+        case RopeType::none:
+            return "none";
+        case RopeType::linear:
+            return "linear";
+        case RopeType::llama3:
+            return "llama3";
     }
     return "?";
 }
@@ -132,14 +132,19 @@ std::string json_brief(const json& v) {
         todo.pop_back();
         ++nodes;
         if (x->is_structured()) {
-            if (x->size() > kMaxNodes) nodes = kMaxNodes + 1;
-            else for (const json& e : *x) todo.push_back(&e);
+            if (x->size() > kMaxNodes)
+                nodes = kMaxNodes + 1;
+            else
+                for (const json& e : *x) todo.push_back(&e);
         }
     }
     std::string s;
-    if (nodes <= kMaxNodes) s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-    else if (v.is_array()) s = "an array of " + std::to_string(v.size()) + " elements";
-    else s = "an object of " + std::to_string(v.size()) + " keys";
+    if (nodes <= kMaxNodes)
+        s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    else if (v.is_array())
+        s = "an array of " + std::to_string(v.size()) + " elements";
+    else
+        s = "an object of " + std::to_string(v.size()) + " keys";
     if (s.size() > kMaxChars) {
         size_t cut = kMaxChars - 3;
         while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
@@ -161,11 +166,9 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
     c.intermediate_size = get_int(j, "intermediate_size", source, true, 0, 1, kMaxDim);
     c.num_hidden_layers = get_int(j, "num_hidden_layers", source, true, 0, 1, kMaxLayers);
     c.num_attention_heads = get_int(j, "num_attention_heads", source, true, 0, 1, kMaxDim);
-    c.num_key_value_heads =
-        get_int(j, "num_key_value_heads", source, false, c.num_attention_heads, 1, kMaxDim);
+    c.num_key_value_heads = get_int(j, "num_key_value_heads", source, false, c.num_attention_heads, 1, kMaxDim);
     c.vocab_size = get_int(j, "vocab_size", source, true, 0, 1, kMaxVocab);
-    c.max_position_embeddings =
-        get_int(j, "max_position_embeddings", source, false, 2048, 1, kMaxPositions);
+    c.max_position_embeddings = get_int(j, "max_position_embeddings", source, false, 2048, 1, kMaxPositions);
     c.rms_norm_eps = get_double(j, "rms_norm_eps", source, true, 0.0);
     // RMSNorm divides by sqrt(mean(x^2) + eps) in f32: an eps of 1 or more swamps the statistic, and one that f32
     // rounds to 0 divides an all-zero row by 0.
@@ -181,8 +184,7 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
                      std::to_string(c.hidden_size) + ")");
         c.head_dim = c.hidden_size / c.num_attention_heads;
     }
-    if (c.head_dim % 2 != 0)
-        fail(source, "head_dim", "must be even for RoPE, found " + std::to_string(c.head_dim));
+    if (c.head_dim % 2 != 0) fail(source, "head_dim", "must be even for RoPE, found " + std::to_string(c.head_dim));
     if (c.num_attention_heads % c.num_key_value_heads != 0)
         fail(source, "num_key_value_heads",
              "(" + std::to_string(c.num_key_value_heads) + ") must divide num_attention_heads (" +
@@ -194,19 +196,23 @@ LlamaConfig parse_config(const json& j, const std::string& source) {
     const json* rope_params = find(j, "rope_parameters");
     if (rope_params && !rope_params->is_object())
         fail(source, "rope_parameters", "must be an object, found " + json_brief(*rope_params));
-    if (find(j, "rope_theta")) c.rope_theta = get_double(j, "rope_theta", source, false, 10000.0, 1.0);
+    if (find(j, "rope_theta"))
+        c.rope_theta = get_double(j, "rope_theta", source, false, 10000.0, 1.0);
     else if (rope_params && find(*rope_params, "rope_theta"))
         c.rope_theta = get_double(*rope_params, "rope_theta", source + " rope_parameters", false, 10000.0, 1.0);
-    if (const json* rs = find(j, "rope_scaling")) c.rope_scaling = parse_rope_scaling(*rs, source);
+    if (const json* rs = find(j, "rope_scaling"))
+        c.rope_scaling = parse_rope_scaling(*rs, source);
     else if (rope_params && (find(*rope_params, "rope_type") || find(*rope_params, "type")))
         c.rope_scaling = parse_rope_scaling(*rope_params, source);
 
     c.tie_word_embeddings = get_bool(j, "tie_word_embeddings", source, false);
     // Absent: HF's defaults (BOS 1, EOS 2) when the vocabulary has them; null: none.
-    if (!j.contains("bos_token_id")) c.bos_token_id = c.vocab_size > 1 ? 1 : -1;
+    if (!j.contains("bos_token_id"))
+        c.bos_token_id = c.vocab_size > 1 ? 1 : -1;
     else if (find(j, "bos_token_id"))
         c.bos_token_id = get_int(j, "bos_token_id", source, true, 0, 0, c.vocab_size - 1);
-    else c.bos_token_id = -1;
+    else
+        c.bos_token_id = -1;
     if (!j.contains("eos_token_id") && c.vocab_size > 2) c.eos_token_id = {2};
     if (const json* eos = find(j, "eos_token_id")) c.eos_token_id = parse_eos(*eos, c.vocab_size, source);
     if (const json* act = find(j, "hidden_act")) {

@@ -101,8 +101,7 @@ bool mul_checked(uint64_t a, uint64_t b, uint64_t limit, uint64_t* out) {
 
 }  // namespace
 
-SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& src,
-                                      bool copy_unaligned) {
+SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const std::string& src, bool copy_unaligned) {
     if (size < 8)
         throw Error(src + ": file is " + std::to_string(size) +
                     " bytes; a safetensors file has at least 8 (the header length)");
@@ -119,7 +118,10 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
     const uint8_t* data = bytes + 8 + header_len;
     const uint64_t data_size = size - 8 - header_len;
     SafetensorsContents out;
-    struct Range { uint64_t begin, end; std::string name; };
+    struct Range {
+        uint64_t begin, end;
+        std::string name;
+    };
     std::vector<Range> ranges;
     for (auto it = j.begin(); it != j.end(); ++it) {
         const std::string& name = it.key();
@@ -184,8 +186,8 @@ SafetensorsContents parse_safetensors(const uint8_t* bytes, size_t size, const s
     std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
     for (size_t i = 1; i < ranges.size(); ++i)
         if (ranges[i].begin < ranges[i - 1].end)
-            throw Error(src + ": tensors '" + printable(ranges[i - 1].name) + "' and '" +
-                        printable(ranges[i].name) + "' overlap in the data region");
+            throw Error(src + ": tensors '" + printable(ranges[i - 1].name) + "' and '" + printable(ranges[i].name) +
+                        "' overlap in the data region");
     return out;
 }
 
@@ -240,8 +242,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir, bool read_data) {
                     throw Error(p.string() + ": tensor '" + printable(t.name) + "' is also in this shard, but " +
                                 index.string() + " maps it to " + printable(it->get<std::string>()));
             }
-            if (tensors_.count(t.name))
-                throw Error(p.string() + ": tensor '" + printable(t.name) + "' appears twice");
+            if (tensors_.count(t.name)) throw Error(p.string() + ": tensor '" + printable(t.name) + "' appears twice");
             tensors_.emplace(t.name, t);
         }
         for (const auto& [key, value] : contents_.back().metadata) {

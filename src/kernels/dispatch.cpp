@@ -27,8 +27,11 @@ struct Variant {
 
 // Best first.
 const Variant kVariants[] = {
-    {"avx512_bf16", [] { return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512bf16") &&
-                                __builtin_cpu_supports("avx512vnni"); },
+    {"avx512_bf16",
+     [] {
+         return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512bf16") &&
+                __builtin_cpu_supports("avx512vnni");
+     },
      avx512_bf16_kernels},
     {"avx512", [] { return bool(__builtin_cpu_supports("x86-64-v4")); }, avx512_kernels},
     {"avx2", [] { return bool(__builtin_cpu_supports("x86-64-v3")); }, avx2_kernels},

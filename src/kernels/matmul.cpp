@@ -128,16 +128,20 @@ QuantizedX token(const QuantizedX& q, int64_t r, int64_t K) {
 void matvec_quant(const Kernels& ks, float* out, const PackedMatrix& W, const QuantizedX& xq, int64_t r0, int64_t r1) {
     const auto* data = static_cast<const uint8_t*>(W.data);
     switch (W.quant) {
-        case QuantType::q8_0: return ks.matvec_q8_0(out, data, W.K, xq.q32, r0, r1);
-        case QuantType::q4_k: return ks.matvec_q4_k(out, data, W.K, xq.q256, r0, r1);
-        case QuantType::q6_k: return ks.matvec_q6_k(out, data, W.K, xq.q256, r0, r1);
+        case QuantType::q8_0:
+            return ks.matvec_q8_0(out, data, W.K, xq.q32, r0, r1);
+        case QuantType::q4_k:
+            return ks.matvec_q4_k(out, data, W.K, xq.q256, r0, r1);
+        case QuantType::q6_k:
+            return ks.matvec_q6_k(out, data, W.K, xq.q256, r0, r1);
         case QuantType::q4_0:
             return ks.matvec_q4_0(out, data, W.K, xq.q32, r0, r1);
         case QuantType::q5_0:
             return ks.matvec_q5_0(out, data, W.K, xq.q32, r0, r1);
         case QuantType::q5_k:
             return ks.matvec_q5_k(out, data, W.K, xq.q256, r0, r1);
-        case QuantType::none: return;
+        case QuantType::none:
+            return;
     }
 }
 
@@ -158,8 +162,8 @@ void matvec_panels(const Kernels& ks, const MatmulJob& j, const float* x, const 
 }
 
 // out[t] = W x[t] for tokens t < T on panels p0 .. p1-1 of W (j.out [T, N], x [T, K]), each token as alone.
-void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const QuantizedX& xq, int64_t T_,
-                   int64_t p0, int64_t p1) {
+void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const QuantizedX& xq, int64_t T_, int64_t p0,
+                   int64_t p1) {
     const PackedMatrix& W = *j.W;
     if (tiled(W.quant, W.N)) {  // the several-token kernels: each tile unpacked once for all the tokens
         const auto* data = static_cast<const uint8_t*>(W.data);
@@ -177,7 +181,8 @@ void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const 
                 return ks.matvec_q5_0_x16(j.out, W.N, data, W.K, xq.q32, W.K / 32, int(T_), g0, g1);
             case QuantType::q5_k:
                 return ks.matvec_q5_k_x16(j.out, W.N, data, W.K, xq.q256, W.K / 256, int(T_), g0, g1);
-            case QuantType::none: return;
+            case QuantType::none:
+                return;
         }
     }
     for (int64_t t = 0; t < T_; ++t)
@@ -196,7 +201,7 @@ void matvec_tokens(const Kernels& ks, const MatmulJob& j, const float* x, const 
 // first tiles come without prefetch) at every piece. Decode claims a quarter of what is left at a time rather than a
 // panel: far fewer claims (each a locked compare-and-swap and a call into the kernel), and longer runs of the stream.
 class Shares {
-  public:
+   public:
     Shares(int64_t n, int nt, int64_t claim, int64_t part)
         : nt_(nt), claim_(claim), part_(part), ranges_(new Range[size_t(nt)]) {
         for (int t = 0; t < nt; ++t)
@@ -215,7 +220,7 @@ class Shares {
         }
     }
 
-  private:
+   private:
     struct alignas(64) Range {  // begin << 32 | end, a cache line each (the owners update theirs all along)
         std::atomic<uint64_t> r;
     };

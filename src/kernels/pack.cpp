@@ -113,8 +113,8 @@ PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, Qu
     isa::active();  // chosen here, where a bad PLAINLLAMA_KERNELS or PLAINLLAMA_TUNING throws, not in the region
 #pragma omp parallel if (N * K >= kParallelWork)
     {
-        std::vector<float> x(static_cast<size_t>(K));                 // [K] one row in f32
-        std::vector<uint8_t> blocks(rows16 ? size_t(16) * row : 0);   // [16][row] a group's rows, before interleaving
+        std::vector<float> x(static_cast<size_t>(K));                // [K] one row in f32
+        std::vector<uint8_t> blocks(rows16 ? size_t(16) * row : 0);  // [16][row] a group's rows, before interleaving
         // dynamic: a thread that touches a new huge page of the store waits while the kernel zeroes it, and the others
         // take its rows meanwhile (faster than static)
 #pragma omp for schedule(dynamic)

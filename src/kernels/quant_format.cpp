@@ -6,10 +6,14 @@ namespace plainllama {
 
 const char* quant_name(QuantType t) {
     switch (t) {
-        case QuantType::none: return "none";
-        case QuantType::q8_0: return "q8_0";
-        case QuantType::q4_k: return "q4_k";
-        case QuantType::q6_k: return "q6_k";
+        case QuantType::none:
+            return "none";
+        case QuantType::q8_0:
+            return "q8_0";
+        case QuantType::q4_k:
+            return "q4_k";
+        case QuantType::q6_k:
+            return "q6_k";
         case QuantType::q4_0:
             return "q4_0";
         case QuantType::q5_0:
@@ -37,10 +41,14 @@ int64_t quant_block(QuantType t) { return t == QuantType::none ? 1 : quant_k_blo
 
 size_t quant_block_bytes(QuantType t) {
     switch (t) {
-        case QuantType::none: return 0;
-        case QuantType::q8_0: return 34;
-        case QuantType::q4_k: return 144;
-        case QuantType::q6_k: return 210;
+        case QuantType::none:
+            return 0;
+        case QuantType::q8_0:
+            return 34;
+        case QuantType::q4_k:
+            return 144;
+        case QuantType::q6_k:
+            return 210;
         case QuantType::q4_0:
             return 18;
         case QuantType::q5_0:
@@ -53,7 +61,8 @@ size_t quant_block_bytes(QuantType t) {
 
 QuantScales quant_scales(QuantType t) {
     switch (t) {
-        case QuantType::none: return {};
+        case QuantType::none:
+            return {};
         case QuantType::q8_0:
         case QuantType::q4_0:
         case QuantType::q5_0:
@@ -61,7 +70,8 @@ QuantScales quant_scales(QuantType t) {
         case QuantType::q4_k:
         case QuantType::q5_k:
             return {{{0, "d"}, {2, "dmin"}}, 2};
-        case QuantType::q6_k: return {{{208, "d"}}, 1};
+        case QuantType::q6_k:
+            return {{{208, "d"}}, 1};
     }
     return {};
 }
@@ -91,7 +101,8 @@ size_t tile_bytes(QuantType t) {
 }
 
 size_t quant_matrix_bytes(QuantType t, int64_t N, int64_t K) {
-    return tiled(t, N) ? size_t(N / 16) * size_t(K / quant_block(t)) * tile_bytes(t) : size_t(N) * quant_row_bytes(t, K);
+    return tiled(t, N) ? size_t(N / 16) * size_t(K / quant_block(t)) * tile_bytes(t)
+                       : size_t(N) * quant_row_bytes(t, K);
 }
 
 }  // namespace plainllama

@@ -1,10 +1,9 @@
 #include "plainllama/model/model.h"
 
-#include <cstdio>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -48,8 +47,8 @@ Model::Model(const std::filesystem::path& dir, const Progress& progress, QuantSc
         const QuantScheme saved = parse_scheme(s->second, dir.string() + ": __metadata__ " + kQuantSchemeKey);
         if (quant != QuantScheme::none && quant != saved)
             throw UsageError("--quant " + std::string(scheme_name(quant)) + ": " + dir.string() +
-                             " is already quantized (" + scheme_name(saved) + "); give --quant " +
-                             scheme_name(saved) + " or none, or quantize the original folder");
+                             " is already quantized (" + scheme_name(saved) + "); give --quant " + scheme_name(saved) +
+                             " or none, or quantize the original folder");
         quant_ = saved;
     }
     if (const GgufModel* g = checkpoint_->gguf()) {
@@ -167,8 +166,8 @@ void alloc(std::vector<T>* v, size_t n, const char* what) {
     try {
         v->assign(n, T(0));
     } catch (const std::bad_alloc&) {
-        throw Error(std::string("out of memory allocating the ") + what + " (" +
-                    std::to_string(n * sizeof(T) >> 20) + " MiB)");
+        throw Error(std::string("out of memory allocating the ") + what + " (" + std::to_string(n * sizeof(T) >> 20) +
+                    " MiB)");
     } catch (const std::length_error&) {
         throw Error(std::string("out of memory allocating the ") + what);
     }
@@ -213,19 +212,20 @@ std::string gib(uint64_t bytes) {
 
 }  // namespace
 
-std::string kv_cache_refusal(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq, uint64_t need, uint64_t avail) {
+std::string kv_cache_refusal(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq, uint64_t need,
+                             uint64_t avail) {
     std::string s = "-c " + std::to_string(n_ctx) + " with --cache-type " + cache_type_name(t) +
                     ": the KV cache needs " + gib(need) + " (" + std::to_string(kv_bytes_per_position(c, t)) +
-                    " bytes per position" + (n_seq > 1 ? " x " + std::to_string(n_seq) + " sequences" : "") +
-                    ") but " + gib(avail) + " of memory is available";
+                    " bytes per position" + (n_seq > 1 ? " x " + std::to_string(n_seq) + " sequences" : "") + ") but " +
+                    gib(avail) + " of memory is available";
     std::string fits;
     int64_t lo = 0;  // the largest multiple of 256 positions that fits
     for (int64_t step = int64_t(1) << 40; step >= 256; step /= 2)
         if (lo + step <= n_ctx && kv_cache_bytes(c, t, lo + step, n_seq) <= avail) lo += step;
     if (lo > 0) fits = "-c " + std::to_string(lo);
     for (CacheType o : {CacheType::f16, CacheType::q8_0})
-        if (kv_bytes_per_position(c, o) < kv_bytes_per_position(c, t) && cache_type_unsupported(o, c.head_dim).empty() &&
-            kv_cache_bytes(c, o, n_ctx, n_seq) <= avail) {
+        if (kv_bytes_per_position(c, o) < kv_bytes_per_position(c, t) &&
+            cache_type_unsupported(o, c.head_dim).empty() && kv_cache_bytes(c, o, n_ctx, n_seq) <= avail) {
             fits += std::string(fits.empty() ? "" : " or ") + "--cache-type " + cache_type_name(o);
             break;
         }
@@ -323,8 +323,8 @@ void Context::check_tokens(const int32_t* tokens, int64_t n) const {
 
 void Context::reserve_scratch(int64_t T) {
     const LlamaConfig& c = model_.config();
-    const size_t scratch = size_t(attention_scratch(std::min(T, n_batch_), c.num_attention_heads,
-                                                    c.num_key_value_heads, n_ctx_, c.head_dim, thread_count()));
+    const size_t scratch = size_t(attention_scratch(std::min(T, n_batch_), c.num_attention_heads, c.num_key_value_heads,
+                                                    n_ctx_, c.head_dim, thread_count()));
     if (scratch_.size() < scratch) alloc(&scratch_, scratch, "attention scratch");
 }
 
@@ -447,8 +447,8 @@ bool Context::forward_batch(const int32_t* tokens, int64_t T, const std::vector<
         check_finite(x_.data(), T, H, 0, row_seq, row_pos, l, "hidden state");
 
         // SwiGLU MLP: down_proj(silu(gate_proj(x)) * up_proj(x)).
-        rmsnorm(xn_.data(), x_.data(), DType::F32, L.post_attention_layernorm.data, L.post_attention_layernorm.dtype,
-                T, H, eps);
+        rmsnorm(xn_.data(), x_.data(), DType::F32, L.post_attention_layernorm.data, L.post_attention_layernorm.dtype, T,
+                H, eps);
         matmul_many(J.gate_up, 2, xn_.data(), T, exact_, {J.down, 1});
         silu_mul(gate_.data(), up_.data(), T * F);
         check_finite(gate_.data(), T, F, 0, row_seq, row_pos, l, "MLP activation");
@@ -478,7 +478,10 @@ void Context::check_finite(const float* x, int64_t rows, int64_t n, int64_t row0
     NonFiniteError e((layer < 0 ? std::string("the ") : "layer " + std::to_string(layer) + "'s ") + what +
                      " is not finite at position " + std::to_string(row_pos[size_t(row)]) +
                      (n_seq() > 1 ? " of sequence " + std::to_string(row_seq[size_t(row)]) : "") + where + ": " +
-                     (std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf") + "; " + kNonFiniteHint);
+                     (std::isnan(v) ? "NaN"
+                      : v > 0       ? "+Inf"
+                                    : "-Inf") +
+                     "; " + kNonFiniteHint);
     // every sequence with a bad row: in a batched step the others are sound and can be evaluated again
     for (int64_t r = i / n; r < rows; ++r) {
         const int s = row_seq[size_t(row0 + r)];

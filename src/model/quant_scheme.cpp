@@ -25,10 +25,14 @@ bool more_bits(int64_t layer, int64_t n_layers) {
 
 QuantType base(QuantScheme s) {
     switch (s) {
-        case QuantScheme::none: return QuantType::none;
-        case QuantScheme::q8_0: return QuantType::q8_0;
-        case QuantScheme::q6_k: return QuantType::q6_k;
-        case QuantScheme::q4_k_m: return QuantType::q4_k;
+        case QuantScheme::none:
+            return QuantType::none;
+        case QuantScheme::q8_0:
+            return QuantType::q8_0;
+        case QuantScheme::q6_k:
+            return QuantType::q6_k;
+        case QuantScheme::q4_k_m:
+            return QuantType::q4_k;
         case QuantScheme::q5_k_m:
             return QuantType::q5_k;
         case QuantScheme::q4_0:
@@ -49,10 +53,14 @@ QuantType output_type(QuantScheme scheme, int64_t K) {
 
 const char* scheme_name(QuantScheme s) {
     switch (s) {
-        case QuantScheme::none: return "none";
-        case QuantScheme::q8_0: return "q8_0";
-        case QuantScheme::q6_k: return "q6_k";
-        case QuantScheme::q4_k_m: return "q4_k_m";
+        case QuantScheme::none:
+            return "none";
+        case QuantScheme::q8_0:
+            return "q8_0";
+        case QuantScheme::q6_k:
+            return "q6_k";
+        case QuantScheme::q4_k_m:
+            return "q4_k_m";
         case QuantScheme::q5_k_m:
             return "q5_k_m";
         case QuantScheme::q4_0:

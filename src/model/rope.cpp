@@ -21,7 +21,8 @@ std::vector<double> rope_inv_freq(const LlamaConfig& c) {
             if (wavelen > low_wavelen) {
                 x /= s.factor;
             } else if (wavelen >= high_wavelen) {  // medium band: blend
-                const double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                const double smooth =
+                    (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
                 x = (1.0 - smooth) * x / s.factor + smooth * x;
             }
         }
@@ -29,8 +30,7 @@ std::vector<double> rope_inv_freq(const LlamaConfig& c) {
     return f;
 }
 
-void rope_tables(const std::vector<double>& inv_freq, int64_t n_pos, std::vector<float>* cos,
-                 std::vector<float>* sin) {
+void rope_tables(const std::vector<double>& inv_freq, int64_t n_pos, std::vector<float>* cos, std::vector<float>* sin) {
     const size_t half = inv_freq.size();
     cos->resize(size_t(n_pos) * half);
     sin->resize(size_t(n_pos) * half);

@@ -16,8 +16,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // The source folder's files a saved folder needs beside the weights (those present are copied).
-constexpr const char* kCopiedFiles[] = {"config.json",     "generation_config.json", "tokenizer.model",
-                                        "tokenizer.json",  "tokenizer_config.json",  "special_tokens_map.json"};
+constexpr const char* kCopiedFiles[] = {"config.json",    "generation_config.json", "tokenizer.model",
+                                        "tokenizer.json", "tokenizer_config.json",  "special_tokens_map.json"};
 
 // One tensor of the output file.
 struct OutTensor {
@@ -63,9 +63,8 @@ std::vector<OutTensor> tensors_of(const Model& m) {
         add("lm_head.weight", head, *m.checkpoint().find("model.embed_tokens.weight"));
     // F32 first, then the 16-bit types, then the blocks: with the data region 64-byte aligned, every tensor starts
     // at a multiple of its element size, and the tensors are contiguous (as safetensors readers require).
-    std::stable_sort(t.begin(), t.end(), [](const OutTensor& a, const OutTensor& b) {
-        return dtype_size(a.dtype) > dtype_size(b.dtype);
-    });
+    std::stable_sort(t.begin(), t.end(),
+                     [](const OutTensor& a, const OutTensor& b) { return dtype_size(a.dtype) > dtype_size(b.dtype); });
     return t;
 }
 
@@ -79,7 +78,8 @@ void save_quantized(const Model& model, OutputFolder& folder) {
     nlohmann::ordered_json meta = {{"format", "pt"}, {kQuantSchemeKey, scheme_name(model.quant())}};
     size_t offset = 0;
     for (const OutTensor& t : tensors) {
-        header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.nbytes}}};
+        header[t.name] = {
+            {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.nbytes}}};
         offset += t.nbytes;
         if (t.quant != QuantType::none) meta[kQuantKey + t.name] = quant_name(t.quant);
     }
@@ -104,8 +104,8 @@ void save_quantized(const Model& model, OutputFolder& folder) {
         row.resize(size_t(t.shape[1]));
         for (int64_t r = 0; r < t.shape[0]; ++r) {
             deinterleave(t.quant, row.data(),
-                         static_cast<const uint8_t*>(t.data) + size_t(r / 16 * nb) * tile_bytes(t.quant), r % 16, 0,
-                         nb, r / 16 * nb);
+                         static_cast<const uint8_t*>(t.data) + size_t(r / 16 * nb) * tile_bytes(t.quant), r % 16, 0, nb,
+                         r / 16 * nb);
             f.write(row.data(), row.size());
         }
     }

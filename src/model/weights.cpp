@@ -34,11 +34,12 @@ ModelWeights bind_weights(const Checkpoint& ckpt, const LlamaConfig& c, const st
         if (auto q = meta.find(kQuantKey + name); q != meta.end()) {
             const std::string where = t->file + ": tensor '" + printable(t->name) + "'";
             if (!parse_quant_type(q->second, &w.quant) || w.quant == QuantType::none)
-                throw Error(where + ": __metadata__ format '" + printable(q->second) + "' (expected q8_0, q4_k or q6_k)");
+                throw Error(where + ": __metadata__ format '" + printable(q->second) +
+                            "' (expected q8_0, q4_k or q6_k)");
             if (!blocks) throw Error(where + ": only the matrices and the embedding can be stored quantized");
             if (w.cols % quant_block(w.quant) != 0)
-                throw Error(where + ": " + std::to_string(w.cols) + " columns are not a multiple of " +
-                            q->second + "'s block of " + std::to_string(quant_block(w.quant)));
+                throw Error(where + ": " + std::to_string(w.cols) + " columns are not a multiple of " + q->second +
+                            "'s block of " + std::to_string(quant_block(w.quant)));
             if (t->dtype != DType::U8)
                 throw Error(where + ": stored as " + q->second + " must be U8, not " + dtype_name(t->dtype));
             want = {w.rows, int64_t(quant_row_bytes(w.quant, w.cols))};

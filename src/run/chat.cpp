@@ -41,8 +41,7 @@ ChatTurn ChatSession::send(const std::string& user, int64_t n_predict, const OnT
         say("this message needs " + std::to_string(alone) +
             " tokens (with the template and system prompt) but the "
             "context holds " +
-            std::to_string(n_ctx) +
-            "; it was not sent. Shorten it, or /reset with a shorter /system" +
+            std::to_string(n_ctx) + "; it was not sent. Shorten it, or /reset with a shorter /system" +
             (n_ctx < ctx_.model().config().max_position_embeddings ? ", or raise -c" : ""));
         return turn;
     }
@@ -83,7 +82,8 @@ ChatTurn ChatSession::send(const std::string& user, int64_t n_predict, const OnT
         if (on_text) on_text(tail);
     }
 
-    ChatMessage reply{Role::assistant, text, true, std::vector<int32_t>(tokens.begin() + long(n_rendered), tokens.end())};
+    ChatMessage reply{Role::assistant, text, true,
+                      std::vector<int32_t>(tokens.begin() + long(n_rendered), tokens.end())};
     if (turn.stats.stopped_eos) reply.ids.pop_back();  // the end-of-turn id: the template writes its own
     if (tmpl_.kind() != TemplateKind::raw) {
         const size_t b = reply.content.find_first_not_of(" \t\n\r\f\v");

@@ -444,9 +444,8 @@ void Parser::check(const Grammar& g) const {
         return flag;
     };
     // The rule can match the empty text.
-    const std::vector<char> nullable = fixpoint([](const Grammar::Elem& e, const std::vector<char>& f) {
-        return e.kind == Grammar::kRule && f[e.arg];
-    });
+    const std::vector<char> nullable = fixpoint(
+        [](const Grammar::Elem& e, const std::vector<char>& f) { return e.kind == Grammar::kRule && f[e.arg]; });
     // A grammar whose root can never end matches no text (root ::= a, a ::= a): refused rather than left to fail at
     // the first token. `ends`: the rule can match some finite text.
     const std::vector<char> ends = fixpoint([](const Grammar::Elem& e, const std::vector<char>& f) {

@@ -123,7 +123,7 @@ PerplexityResult perplexity_chunks(const std::vector<Context*>& ctxs, const std:
         }
         if (error) std::rethrow_exception(error);
         for (int64_t i = 0; i < batch; ++i) {  // in chunk order, as if one after another
-            if (!done[size_t(i)]) {  // the abort stopped it
+            if (!done[size_t(i)]) {            // the abort stopped it
                 r.interrupted = true;
                 return r;
             }
@@ -167,7 +167,8 @@ PerplexityResult perplexity_stride(Context& ctx, const std::vector<int32_t>& tok
     if (n_ctx < 2 || n_ctx > ctx.n_ctx())
         throw UsageError("--ctx " + std::to_string(n_ctx) + " must be in [2, " + std::to_string(ctx.n_ctx()) + "]");
     if (stride < 1 || stride > n_ctx)
-        throw UsageError("--stride " + std::to_string(stride) + " must be in [1, --ctx = " + std::to_string(n_ctx) + "]");
+        throw UsageError("--stride " + std::to_string(stride) + " must be in [1, --ctx = " + std::to_string(n_ctx) +
+                         "]");
     const int64_t n = int64_t(tokens.size()), V = ctx.model().config().vocab_size;
     if (n < 2) throw Error("the text has " + std::to_string(n) + " tokens; perplexity needs at least 2");
     int64_t total_windows = n <= n_ctx ? 1 : (n - n_ctx + stride - 1) / stride + 1;

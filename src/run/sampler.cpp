@@ -149,9 +149,9 @@ void apply_min_p(std::vector<Candidate>& c, float min_p) {
     // p_i >= min_p * p_max  <=>  exp(l_i - l_max) >= min_p: no normalisation needed.
     const double m = max_logit(c);
     const Candidate top = c[best_index(c)];
-    c.erase(std::remove_if(c.begin(), c.end(),
-                           [&](const Candidate& x) { return weight(x.logit, m, 1.0) < double(min_p); }),
-            c.end());
+    c.erase(
+        std::remove_if(c.begin(), c.end(), [&](const Candidate& x) { return weight(x.logit, m, 1.0) < double(min_p); }),
+        c.end());
     if (c.empty()) c.push_back(top);  // min_p > 1: keep the best one
 }
 
@@ -185,8 +185,8 @@ int32_t Sampler::sample(const float* logits, int32_t n_vocab, const std::vector<
         for (int32_t i = 0; i < n_vocab; ++i) cands_[size_t(i)] = {i, logits[i]};
     } else {  // only the allowed tokens, in id order
         if (allowed->n != n_vocab)
-            throw Error("sampler: the mask of allowed tokens has " + std::to_string(allowed->n) + " tokens, the logits " +
-                        std::to_string(n_vocab));
+            throw Error("sampler: the mask of allowed tokens has " + std::to_string(allowed->n) +
+                        " tokens, the logits " + std::to_string(n_vocab));
         cands_.clear();
         for (size_t w = 0; w < allowed->bits.size(); ++w)
             for (uint64_t b = allowed->bits[w]; b; b &= b - 1) {

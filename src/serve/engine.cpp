@@ -11,11 +11,16 @@ namespace plainllama {
 
 const char* finish_name(Finish f) {
     switch (f) {
-        case Finish::stop: return "stop";
-        case Finish::length: return "length";
-        case Finish::cancelled: return "cancelled";
-        case Finish::error: return "error";
-        case Finish::none: break;
+        case Finish::stop:
+            return "stop";
+        case Finish::length:
+            return "length";
+        case Finish::cancelled:
+            return "cancelled";
+        case Finish::error:
+            return "error";
+        case Finish::none:
+            break;
     }
     return "none";
 }
@@ -43,11 +48,11 @@ JobOutput Job::wait_end(double timeout_s) {
 
 struct Engine::Slot {
     int seq = 0;
-    std::shared_ptr<Job> job;     // null: free
+    std::shared_ptr<Job> job;  // null: free
     // the running job's prompt + sampled tokens (kept after it ends): the cache holds the first n_past(seq)
     std::vector<int32_t> tokens;
-    int64_t prompt_done = 0;      // prompt tokens in the cache
-    bool generating = false;      // `tokens.back()` was sampled and waits for the next step
+    int64_t prompt_done = 0;  // prompt tokens in the cache
+    bool generating = false;  // `tokens.back()` was sampled and waits for the next step
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<GrammarConstraint> grammar;  // the job's, when it has one
@@ -55,8 +60,8 @@ struct Engine::Slot {
     std::vector<int32_t> counts;                 // [vocab_size] times each token was generated (penalties)
     TokenMask mask;                              // scratch: the grammar's mask without the banned tokens
     std::vector<TokenLogprob> logprobs;          // this job's, not yet given to it
-    std::string text;   // decoded so far
-    size_t shown = 0;   // bytes of `text` given to the job
+    std::string text;                            // decoded so far
+    size_t shown = 0;                            // bytes of `text` given to the job
     int64_t generated = 0;
     double t_queued = 0, t_start = 0, t_generate = 0;
 };

@@ -176,12 +176,14 @@ ApiRequest parse_request(const std::string& body_text, bool chat, const ApiModel
     j.prompt = chat ? chat_prompt(body, m) : completion_prompt(body, m, text);
     if (r.echo) r.echo_text = text;
     if (j.prompt.empty())
-        throw bad_request(chat ? "the messages render to no tokens" : "the prompt is empty", chat ? "messages" : "prompt");
+        throw bad_request(chat ? "the messages render to no tokens" : "the prompt is empty",
+                          chat ? "messages" : "prompt");
     if (int64_t(j.prompt.size()) >= m.n_ctx)
-        throw bad_request("this request's prompt is " + std::to_string(j.prompt.size()) +
-                              " tokens but the context holds " + std::to_string(m.n_ctx) +
-                              " (one at least is needed for the reply): shorten it, or start the server with a larger -c",
-                          chat ? "messages" : "prompt", "context_length_exceeded");
+        throw bad_request(
+            "this request's prompt is " + std::to_string(j.prompt.size()) + " tokens but the context holds " +
+                std::to_string(m.n_ctx) +
+                " (one at least is needed for the reply): shorten it, or start the server with a larger -c",
+            chat ? "messages" : "prompt", "context_length_exceeded");
     return r;
 }
 

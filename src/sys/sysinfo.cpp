@@ -53,8 +53,8 @@ std::string cpu_simd_flags() {
     std::istringstream ss(cpuinfo_field("flags"));
     std::set<std::string> have;
     for (std::string f; ss >> f;) have.insert(f);
-    static const char* wanted[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
-                                   "avx512_fp16", "amx_bf16", "amx_tile"};
+    static const char* wanted[] = {"avx2",     "fma",         "f16c",        "avx512f",  "avx512bw",
+                                   "avx512vl", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile"};
     std::string out;
     for (const char* w : wanted) {
         if (!have.count(w)) continue;

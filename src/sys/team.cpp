@@ -70,7 +70,7 @@ std::exception_ptr run_here(void (*f)(void*, int), void* ctx, int skip, int n) {
 // Made at the first step and never destroyed: the process ends its workers (another thread's step may still be
 // running while exit() runs the static destructors).
 class Team {
-  public:
+   public:
     // false when another thread's step holds the team
     bool try_run(int n, void (*f)(void*, int), void* ctx) {
         std::unique_lock<std::mutex> lock(run_mutex_, std::try_to_lock);
@@ -108,7 +108,7 @@ class Team {
         return true;
     }
 
-  private:
+   private:
     struct alignas(64) Worker {         // a cache line of its own: the caller writes it, the worker spins on it
         std::atomic<uint64_t> step{0};  // the last step it was given
         std::atomic<bool> asleep{false};

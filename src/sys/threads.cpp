@@ -24,8 +24,10 @@ int physical_cores() {
         const auto colon = line.find(':');
         if (colon == std::string::npos) continue;
         try {
-            if (line.rfind("physical id", 0) == 0) phys = std::stoi(line.substr(colon + 1));
-            else if (line.rfind("core id", 0) == 0) cores.insert({phys, std::stoi(line.substr(colon + 1))});
+            if (line.rfind("physical id", 0) == 0)
+                phys = std::stoi(line.substr(colon + 1));
+            else if (line.rfind("core id", 0) == 0)
+                cores.insert({phys, std::stoi(line.substr(colon + 1))});
         } catch (...) {
         }
     }

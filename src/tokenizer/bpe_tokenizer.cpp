@@ -496,7 +496,7 @@ void BpeTokenizer::Impl::encode_text(std::string_view text, std::vector<int32_t>
     // Pre-tokens as [begin, end) of text, through each Split step in turn.
     std::vector<std::pair<size_t, size_t>> pieces_now = {{0, text.size()}}, next;
     const std::unique_ptr<OnigRegion, void (*)(OnigRegion*)> owned(onig_region_new(),
-                                                                    [](OnigRegion* r) { onig_region_free(r, 1); });
+                                                                   [](OnigRegion* r) { onig_region_free(r, 1); });
     OnigRegion* region = owned.get();
     for (const SplitStep& step : splits) {
         next.clear();

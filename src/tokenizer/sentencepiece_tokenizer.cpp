@@ -31,7 +31,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::filesystem::path& mode
     : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(model_file, ec))
-        throw Error(model_file.string() + ": not found or not a regular file (expected a SentencePiece tokenizer.model)");
+        throw Error(model_file.string() +
+                    ": not found or not a regular file (expected a SentencePiece tokenizer.model)");
     const auto status = sp_->Load(model_file.string());
     if (!status.ok()) throw Error(model_file.string() + ": not a SentencePiece model: " + reason(status));
     bos_ = sp_->bos_id();

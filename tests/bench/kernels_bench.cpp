@@ -43,9 +43,9 @@ void BM_matmul(benchmark::State& state) {
     const DType t = state.range(0) == 0 ? DType::F32 : state.range(0) == 1 ? DType::F16 : DType::BF16;
     const bool exact = state.range(0) == 3;
     const int64_t T = state.range(1), N = state.range(2), K = 2048;
-    const auto W = random_weights(t, size_t(N * K));     // [N, K]
-    std::vector<float> x(size_t(T * K), 0.5f);           // [T, K]
-    std::vector<float> out(size_t(T * N));               // [T, N]
+    const auto W = random_weights(t, size_t(N * K));  // [N, K]
+    std::vector<float> x(size_t(T * K), 0.5f);        // [T, K]
+    std::vector<float> out(size_t(T * N));            // [T, N]
     const PackedWeight packed(W.data(), t, N, K);
     matmul(out.data(), x.data(), packed.matrix(), T, exact);  // warm-up
     for (auto _ : state) {
@@ -205,11 +205,12 @@ void BM_attention(benchmark::State& state) {
     for (float& x : q) x = d(rng);
     std::vector<float> scratch(size_t(attention_scratch(T, nh, nkv, ctx, hd, thread_count())));
     for (auto _ : state) {
-        for (int64_t l = 0; l < layers; ++l) attention(out.data(), q.data(), views[size_t(l)], T, depth, nh, scratch.data());
+        for (int64_t l = 0; l < layers; ++l)
+            attention(out.data(), q.data(), views[size_t(l)], T, depth, nh, scratch.data());
         benchmark::DoNotOptimize(out.data());
     }
-    state.SetBytesProcessed(int64_t(state.iterations()) * layers *
-                            int64_t(kv_row_bytes(type, hd)) * 2 * nkv * (depth + T));
+    state.SetBytesProcessed(int64_t(state.iterations()) * layers * int64_t(kv_row_bytes(type, hd)) * 2 * nkv *
+                            (depth + T));
     state.counters["us_per_layer"] = benchmark::Counter(double(state.iterations()) * double(layers) * 1e-6,
                                                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }

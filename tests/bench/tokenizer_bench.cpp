@@ -3,8 +3,8 @@
 // Run: plainllama_microbench --benchmark_filter=tokenize
 #include <benchmark/benchmark.h>
 
-#include "plainllama/tokenizer/bpe_tokenizer.h"
 #include "plainllama/io/file.h"
+#include "plainllama/tokenizer/bpe_tokenizer.h"
 #include "plainllama/tokenizer/sentencepiece_tokenizer.h"
 
 namespace plainllama {

@@ -14,7 +14,7 @@ namespace plainllama {
 // that passes can be timed between other work. A pass over a buffer smaller than 64 MiB reads it several times, so the
 // timer sees at least 64 MiB. The constructor throws Error when bytes < 4096 or the buffer cannot be allocated.
 class ReadBandwidthTest {
-  public:
+   public:
     explicit ReadBandwidthTest(size_t bytes);
     ~ReadBandwidthTest();
     ReadBandwidthTest(const ReadBandwidthTest&) = delete;
@@ -29,7 +29,7 @@ class ReadBandwidthTest {
     // Between steps of other work, as long as the buffer is larger than the caches, each finds its bytes in memory.
     double pass(size_t bytes);
 
-  private:
+   private:
     float* p_ = nullptr;  // [n_]
     size_t n_ = 0, sweeps_ = 1;
     size_t next_ = 0;  // where pass(bytes) starts, in floats

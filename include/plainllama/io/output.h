@@ -2,8 +2,8 @@
 // and renamed into place once every write, the flush to disk and the close succeeded; an output folder must be new or
 // empty. What a failed or interrupted writer leaves is removed: on an error, when the object is destroyed, and when
 // SIGINT, SIGTERM, SIGHUP or SIGXFSZ ends the process (those whose action was the default, from the first
-// PartialFile on). Every failure is an Error naming the final path with the errno as the kernel gave it ("No space left on
-// device"). The writers of `quantize` use these (a folder: OutputFolder, then a PartialFile per file; a single file:
+// PartialFile on). Every failure is an Error naming the final path with the errno as the kernel gave it ("No space left
+// on device"). The writers of `quantize` use these (a folder: OutputFolder, then a PartialFile per file; a single file:
 // a PartialFile alone).
 #pragma once
 #include <cstddef>
@@ -14,7 +14,7 @@
 namespace plainllama {
 
 class PartialFile {
-public:
+   public:
     // Creates ".NAME.PID.partial" beside `final_path` (exclusively, never through a symlink), mode `mode` less the
     // umask.
     explicit PartialFile(std::filesystem::path final_path, unsigned mode = 0644);
@@ -31,7 +31,7 @@ public:
     const std::filesystem::path& final_path() const { return final_; }
     const std::filesystem::path& partial_path() const { return partial_; }
 
-private:
+   private:
     [[noreturn]] void fail(int err);
     std::filesystem::path final_, partial_;
     int fd_ = -1;
@@ -44,7 +44,7 @@ private:
 // are all it holds, and are removed. Anything else there is an Error naming the folder and what it holds. Folders
 // created here are removed again (when empty) if the writing does not finish: keep() once it did.
 class OutputFolder {
-public:
+   public:
     explicit OutputFolder(std::filesystem::path dir);
     ~OutputFolder();
     OutputFolder(const OutputFolder&) = delete;
@@ -53,7 +53,7 @@ public:
     const std::filesystem::path& path() const { return dir_; }
     void keep() { kept_ = true; }
 
-private:
+   private:
     std::filesystem::path dir_;
     std::vector<std::filesystem::path> created_;  // outermost first
     std::vector<int> slots_;

@@ -37,7 +37,7 @@ const char* kernels_isa();
 // never a float step, so every tuning gives the same bits.
 enum class Tuning { intel, zen4, zen5 };
 Tuning tuning();
-bool kernels_tuned();  // whether the variant in use (kernels_isa) follows the tuning: the AVX-512 ones
+bool kernels_tuned();               // whether the variant in use (kernels_isa) follows the tuning: the AVX-512 ones
 const char* tuning_name(Tuning t);  // "intel", "zen4", "zen5"
 
 // A weight matrix W [N, K] repacked once (at load) for matmul, same storage type: panels of kPanel rows,

@@ -35,11 +35,11 @@ constexpr QuantType kBlockFormats[] = {QuantType::q8_0, QuantType::q4_k, QuantTy
 
 const char* quant_name(QuantType t);                        // "none", "q8_0", "q4_k", "q6_k", "q4_0", "q5_0", "q5_k"
 bool parse_quant_type(const std::string& s, QuantType* t);  // the names above
-int64_t quant_block(QuantType t);                          // weights per block: 32 or 256
-size_t quant_block_bytes(QuantType t);                     // 34, 144, 210, 18, 22, 176
+int64_t quant_block(QuantType t);                           // weights per block: 32 or 256
+size_t quant_block_bytes(QuantType t);                      // 34, 144, 210, 18, 22, 176
 // Whether the format's blocks hold 256 weights (the activations then come as BlockQ8x256, else BlockQ8x32).
 inline bool quant_k_block(QuantType t) { return t == QuantType::q4_k || t == QuantType::q5_k || t == QuantType::q6_k; }
-size_t quant_row_bytes(QuantType t, int64_t K);            // K a multiple of quant_block(t)
+size_t quant_row_bytes(QuantType t, int64_t K);  // K a multiple of quant_block(t)
 
 // A block's fp16 scale: its byte offset in the block (GGUF layout) and its name in the format (d, dmin). An Inf or
 // NaN there makes every weight of the block non-finite; --check-tensors reads these. A new format lists its own.

@@ -33,7 +33,7 @@ ModelFiles open_model_files(const std::filesystem::path& dir, bool read_data = t
 size_t weight_bytes(const LlamaConfig& c, const Checkpoint& ckpt);
 
 class Model {
-public:
+   public:
     // Called while loading with the weight bytes repacked so far and the total.
     using Progress = std::function<void(size_t done, size_t total)>;
     // dir: an HF folder with config.json and model.safetensors (or an index and shards), or a GGUF model (a file,
@@ -62,7 +62,7 @@ public:
     LlamaConfig config_;
     std::unique_ptr<Checkpoint> checkpoint_;
     ModelWeights weights_;
-    std::unique_ptr<PackedWeights> packed_;  // the panels of weights_' matrices
+    std::unique_ptr<PackedWeights> packed_;    // the panels of weights_' matrices
     std::unique_ptr<uint8_t[]> embed_blocks_;  // [vocab_size][row bytes] the embedding quantized at load, if it is
     QuantScheme quant_ = QuantScheme::none;
     std::string file_type_;
@@ -107,7 +107,7 @@ struct NonFiniteError : Error {
 };
 
 class Context {
-public:
+   public:
     Context(const Model& model, ContextParams params = {});
 
     // Called before each batch and each layer (from the evaluating thread; with several contexts, from several):
@@ -142,15 +142,15 @@ public:
     CacheType cache_type() const { return cache_type_; }
     const Model& model() const { return model_; }
 
-private:
+   private:
     // Rows [row0, row0 + n) of a batch: the next n positions of sequence seq.
     struct Span {
         int seq;
         int64_t row0, n;
     };
     // false when abort() said so (n_past_ unchanged).
-    bool forward_batch(const int32_t* tokens, int64_t T, const std::vector<Span>& spans, bool all_logits,
-                       float* logits, const Abort& abort);
+    bool forward_batch(const int32_t* tokens, int64_t T, const std::vector<Span>& spans, bool all_logits, float* logits,
+                       const Abort& abort);
     void check_tokens(const int32_t* tokens, int64_t n) const;
     // NonFiniteError when x [rows, n] (rows row0 .. of the pass) holds a NaN or Inf; `what` names x, in `layer`
     // (-1: the logits).
@@ -168,7 +168,7 @@ private:
         void operator()(void* p) const { std::free(p); }
     };
     std::unique_ptr<uint8_t, Free> kv_alloc_;
-    uint8_t* kv_ = nullptr;  // 64-byte aligned, inside kv_alloc_
+    uint8_t* kv_ = nullptr;                                        // 64-byte aligned, inside kv_alloc_
     size_t kv_bytes_ = 0, k_layer_bytes_ = 0, v_layer_bytes_ = 0;  // the whole cache; one layer and sequence's K, V
     CacheType cache_type_ = CacheType::f16;
     KvView kv_view(int64_t layer, int seq) const;

@@ -12,7 +12,6 @@ namespace plainllama {
 std::vector<double> rope_inv_freq(const LlamaConfig& c);
 
 // cos/sin tables for positions 0 .. n_pos-1: each [n_pos, head_dim/2], angle = pos * inv_freq[i].
-void rope_tables(const std::vector<double>& inv_freq, int64_t n_pos, std::vector<float>* cos,
-                 std::vector<float>* sin);
+void rope_tables(const std::vector<double>& inv_freq, int64_t n_pos, std::vector<float>* cos, std::vector<float>* sin);
 
 }  // namespace plainllama

@@ -40,16 +40,16 @@ struct LayerWeights {
 struct ModelWeights {
     Weight embed_tokens;  // [vocab_size, hidden_size]
     std::vector<LayerWeights> layers;
-    Weight norm;          // [hidden_size]
-    Weight lm_head;       // [vocab_size, hidden_size]; embed_tokens when tied
+    Weight norm;     // [hidden_size]
+    Weight lm_head;  // [vocab_size, hidden_size]; embed_tokens when tied
 };
 
 struct TensorSpec {
-    std::string name;            // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
-    std::string gguf_name;       // llama.cpp's, e.g. "blk.0.attn_q.weight"
-    std::vector<int64_t> shape;  // row-major, as stored
-    int64_t layer = -1;          // model.layers.<layer>, or -1 (embed_tokens, norm, lm_head)
-    bool matrix = false;         // read by matmul: repacked into panels at load
+    std::string name;                             // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
+    std::string gguf_name;                        // llama.cpp's, e.g. "blk.0.attn_q.weight"
+    std::vector<int64_t> shape;                   // row-major, as stored
+    int64_t layer = -1;                           // model.layers.<layer>, or -1 (embed_tokens, norm, lm_head)
+    bool matrix = false;                          // read by matmul: repacked into panels at load
     Weight LayerWeights::*layer_field = nullptr;  // the weight it binds to: layers[layer].*layer_field,
     Weight ModelWeights::*model_field = nullptr;  // or .*model_field
 };

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/chat_template.h"
 #include "plainllama/run/generate.h"
 #include "plainllama/run/sampler.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 namespace plainllama {
 
@@ -33,7 +33,7 @@ using OnText = std::function<void(const std::string& text)>;
 using OnNotice = std::function<void(const std::string&)>;
 
 class ChatSession {
-public:
+   public:
     // stop_ids: ids that end a reply (the template's end of turn plus the model's EOS ids).
     // The context, tokenizer and template must outlive the session.
     ChatSession(Context& ctx, const Tokenizer& tok, const ChatTemplate& tmpl, const SamplerParams& sampling,
@@ -79,7 +79,7 @@ public:
     double total_prompt_seconds() const { return total_prompt_s_; }
     double total_generate_seconds() const { return total_generate_s_; }
 
-private:
+   private:
     // Drops the fewest oldest user/assistant pairs that bring the rendering (with the generation prompt) within
     // `budget` tokens, or all but the last message; returns that rendering, the pairs dropped in *dropped. Linear in
     // the conversation's length: a loaded transcript of any size is rendered whole once.

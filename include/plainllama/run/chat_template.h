@@ -85,7 +85,7 @@ struct ChatMessage {
 void check_roles(const std::vector<ChatMessage>& messages, const std::string& what);
 
 class ChatTemplate {
-public:
+   public:
     // Resolves the template's special tokens in `tok` (which must outlive this object).
     ChatTemplate(TemplateKind kind, const Tokenizer& tok, const TemplateChoice& tokens = {});
 
@@ -107,7 +107,7 @@ public:
     // One line per special token that is not in the vocabulary (tokenized as text instead).
     const std::vector<std::string>& warnings() const { return warnings_; }
 
-private:
+   private:
     // A piece of the rendering: literal text, a special token, a reply's region, or a segment boundary.
     struct Part {
         enum Kind { literal, special_token, reply, boundary } kind;

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/model/model.h"
 #include "plainllama/run/grammar_constraint.h"
 #include "plainllama/run/sampler.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 namespace plainllama {
 
@@ -36,6 +36,7 @@ GenerateStats generate(Context& ctx, Sampler& sampler, StreamDecoder& decoder, s
 
 // EOS ids of a model, each once: config.json's eos_token_id list, generation_config.json's (see
 // load_generation_eos), and the tokenizer's EOS.
-std::vector<int32_t> eos_ids(const LlamaConfig& c, const Tokenizer& tok, const std::vector<int64_t>& generation_eos = {});
+std::vector<int32_t> eos_ids(const LlamaConfig& c, const Tokenizer& tok,
+                             const std::vector<int64_t>& generation_eos = {});
 
 }  // namespace plainllama

@@ -12,16 +12,16 @@ struct PerplexityResult {
     double ppl = 0;         // exp(mean NLL)
     double ppl_stderr = 0;  // stderr of the NLL mean x ppl (llama.cpp's uncertainty)
     double mean_nll = 0;
-    int64_t n_scored = 0;                // tokens whose NLL was counted
-    int64_t n_windows = 0;               // chunks or windows evaluated
-    std::vector<double> running_ppl;     // after each chunk/window: exp(mean NLL so far)
-    std::vector<double> window_ppl;      // each chunk/window on its own
-    bool interrupted = false;            // the abort stopped it before the last chunk/window
+    int64_t n_scored = 0;             // tokens whose NLL was counted
+    int64_t n_windows = 0;            // chunks or windows evaluated
+    std::vector<double> running_ppl;  // after each chunk/window: exp(mean NLL so far)
+    std::vector<double> window_ppl;   // each chunk/window on its own
+    bool interrupted = false;         // the abort stopped it before the last chunk/window
     // Against a reference model (perplexity_chunks with `reference`), over the scored tokens:
-    double ref_ppl = 0;        // the reference's perplexity
-    double mean_kld = 0;       // mean KL divergence KL(reference || this) of the next-token distributions
-    double kld_stderr = 0;     // its standard error
-    double same_top = 0;       // fraction of tokens whose most likely next token is the reference's
+    double ref_ppl = 0;     // the reference's perplexity
+    double mean_kld = 0;    // mean KL divergence KL(reference || this) of the next-token distributions
+    double kld_stderr = 0;  // its standard error
+    double same_top = 0;    // fraction of tokens whose most likely next token is the reference's
 };
 
 // Called after each chunk/window (1-based index, of total).
@@ -33,9 +33,9 @@ using PerplexityProgress = std::function<void(int64_t index, int64_t total, cons
 // -log p(target | logits) computed directly as max + log(sum(exp(l - max))) - l[target], in double.
 double token_nll(const float* logits, int64_t n_vocab, int32_t target);
 
-// llama.cpp's method. `tokens` is the whole text (with BOS first when the tokenizer adds one); chunks of n_ctx tokens (at most
-// max_chunks when > 0), each chunk's first token replaced by `bos` (unless -1), evaluated as one batch; the NLL of
-// tokens n_ctx/2+1 .. n_ctx-1 of each chunk is scored. Needs at least 2 * n_ctx tokens.
+// llama.cpp's method. `tokens` is the whole text (with BOS first when the tokenizer adds one); chunks of n_ctx tokens
+// (at most max_chunks when > 0), each chunk's first token replaced by `bos` (unless -1), evaluated as one batch; the
+// NLL of tokens n_ctx/2+1 .. n_ctx-1 of each chunk is scored. Needs at least 2 * n_ctx tokens.
 PerplexityResult perplexity_chunks(Context& ctx, const std::vector<int32_t>& tokens, int64_t n_ctx, int32_t bos,
                                    int64_t max_chunks, const PerplexityProgress& progress = nullptr,
                                    const Context::Abort& abort = {});

@@ -45,7 +45,7 @@ std::vector<double> candidate_probs(const std::vector<Candidate>& c, float temp)
 struct TokenMask;
 
 class Sampler {
-public:
+   public:
     explicit Sampler(const SamplerParams& p);
     // Next token from logits [n_vocab]; `history` is every token so far (prompt included).
     // The draw: u = (next mt19937_64 output >> 11) * 2^-53, uniform in [0, 1), and the token is the first
@@ -57,7 +57,7 @@ public:
                    const TokenMask* allowed = nullptr);
     const SamplerParams& params() const { return params_; }
 
-private:
+   private:
     SamplerParams params_;
     std::mt19937_64 rng_;
     std::vector<Candidate> cands_;  // [n_vocab], reused between calls

@@ -13,8 +13,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,10 +28,10 @@
 namespace plainllama {
 
 struct JobParams {
-    std::vector<int32_t> prompt;     // rendered, BOS included; 1 .. n_ctx - 1 tokens
-    int64_t max_tokens = -1;         // -1: until a stop or a full context; 0: the prompt is evaluated, no token
+    std::vector<int32_t> prompt;  // rendered, BOS included; 1 .. n_ctx - 1 tokens
+    int64_t max_tokens = -1;      // -1: until a stop or a full context; 0: the prompt is evaluated, no token
     SamplerParams sampling;
-    std::vector<std::string> stop;   // strings that end the text (not included in it)
+    std::vector<std::string> stop;           // strings that end the text (not included in it)
     std::shared_ptr<const Grammar> grammar;  // null: free text; else the reply is a sentence of it (ends with it)
     // OpenAI's penalties on the logits of the tokens generated so far: l -= count * frequency + (count > 0) * presence
     float frequency_penalty = 0, presence_penalty = 0;
@@ -81,9 +81,9 @@ struct Job {
 
 struct EngineParams {
     int slots = 1;
-    int64_t n_ctx = 0;   // per slot (ContextParams::n_ctx)
-    int queue = 64;      // jobs waiting for a slot at most
-    int64_t prefill_chunk = 512;  // most prompt tokens evaluated in one turn
+    int64_t n_ctx = 0;                                   // per slot (ContextParams::n_ctx)
+    int queue = 64;                                      // jobs waiting for a slot at most
+    int64_t prefill_chunk = 512;                         // most prompt tokens evaluated in one turn
     std::optional<CacheType> cache_type = std::nullopt;  // the KV cache's (ContextParams::cache_type)
     // Test hook (null in the server): called on the engine's thread after each turn (admission, a prompt chunk, a
     // batched step). While it blocks, every running job stays running: tests hold jobs open with it, not by timing.
@@ -92,18 +92,18 @@ struct EngineParams {
 
 // What the engine holds now (GET /metrics, GET /ready).
 struct EngineStats {
-    int slots = 0;                    // in all
-    int busy = 0;                     // holding a job: evaluating its prompt or generating
-    int queued = 0;                   // jobs waiting for a slot
-    int64_t kv_used = 0;              // KV cache positions filled, over every slot (a free slot keeps its last job's)
-    int64_t kv_total = 0;             // slots * n_ctx
-    int64_t decode_tokens = 0;        // tokens sampled in batched steps since the start
-    double decode_seconds = 0;        // time spent in batched steps since the start
-    double decode_tokens_per_s = 0;   // over the last second or so of batched steps (the last value while idle)
+    int slots = 0;                   // in all
+    int busy = 0;                    // holding a job: evaluating its prompt or generating
+    int queued = 0;                  // jobs waiting for a slot
+    int64_t kv_used = 0;             // KV cache positions filled, over every slot (a free slot keeps its last job's)
+    int64_t kv_total = 0;            // slots * n_ctx
+    int64_t decode_tokens = 0;       // tokens sampled in batched steps since the start
+    double decode_seconds = 0;       // time spent in batched steps since the start
+    double decode_tokens_per_s = 0;  // over the last second or so of batched steps (the last value while idle)
 };
 
 class Engine {
-public:
+   public:
     // stop_ids: tokens that end a reply (EOS, end of turn). The model and tokenizer outlive the engine.
     Engine(const Model& model, const Tokenizer& tok, std::vector<int32_t> stop_ids, const EngineParams& p);
     ~Engine();  // ends every job (Finish::cancelled) and joins the thread
@@ -123,7 +123,7 @@ public:
     const TokenTrie& vocab() const { return *trie_; }
     int slots() const { return int(slots_.size()); }
 
-private:
+   private:
     struct Slot;
     void run();
     void admit();
@@ -145,7 +145,7 @@ private:
     Context ctx_;
     std::vector<std::unique_ptr<Slot>> slots_;
 
-    mutable std::mutex mutex_;  // queue_, closed_, stopping_, stats_
+    mutable std::mutex mutex_;   // queue_, closed_, stopping_, stats_
     EngineStats stats_;          // kv_used and the decode figures; the rest is read at stats()
     int64_t window_tokens_ = 0;  // batched steps since decode_tokens_per_s was last set
     double window_s_ = 0;

@@ -2,21 +2,23 @@
 // engine job, and the replies built from a job's output, whole or as stream chunks. Knows nothing of sockets.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "plainllama/tokenizer/tokenizer.h"
 #include "plainllama/run/chat_template.h"
 #include "plainllama/serve/engine.h"
+#include "plainllama/tokenizer/tokenizer.h"
 
 namespace plainllama {
 
 // A request the API refuses: HTTP status, OpenAI's error type and code, the offending field (or empty).
 struct ApiError : std::runtime_error {
     ApiError(int status, std::string type, const std::string& message, std::string param = {}, std::string code = {})
-        : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)),
+        : std::runtime_error(message),
+          status(status),
+          type(std::move(type)),
+          param(std::move(param)),
           code(std::move(code)) {}
     int status;
     std::string type, param, code;
@@ -31,11 +33,11 @@ struct ApiModel {
     std::string id;  // the model's name in replies and /v1/models
     const Tokenizer* tok = nullptr;
     const ChatTemplate* tmpl = nullptr;
-    SamplerParams defaults;  // for the sampling fields a request leaves out
-    bool random_seed = true; // a request without "seed" gets a random one (else defaults.seed)
-    int64_t n_ctx = 0;       // positions per slot
-    int slots = 1;           // the engine's: the most choices (n) a request may ask for
-    int64_t n_vocab = 0;     // the model's logits: token ids below it (logit_bias)
+    SamplerParams defaults;   // for the sampling fields a request leaves out
+    bool random_seed = true;  // a request without "seed" gets a random one (else defaults.seed)
+    int64_t n_ctx = 0;        // positions per slot
+    int slots = 1;            // the engine's: the most choices (n) a request may ask for
+    int64_t n_vocab = 0;      // the model's logits: token ids below it (logit_bias)
 };
 
 struct ApiRequest {

@@ -20,7 +20,8 @@ namespace plainllama {
 void team_run(int n, void (*f)(void* ctx, int t), void* ctx);
 template <class F>
 void team_run(int n, const F& f) {
-    team_run(n, [](void* ctx, int t) { (*static_cast<const F*>(ctx))(t); }, const_cast<F*>(&f));
+    team_run(
+        n, [](void* ctx, int t) { (*static_cast<const F*>(ctx))(t); }, const_cast<F*>(&f));
 }
 
 // f(i, t) for every i in [0, n), in one step of nt parts (team_run: t is the part running it), the items handed out one

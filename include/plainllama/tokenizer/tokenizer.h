@@ -24,7 +24,7 @@ class Tokenizer {
     // The text of `ids` (an incomplete or invalid UTF-8 sequence comes out as U+FFFD). Error for an id outside the
     // vocabulary.
     virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
-    virtual std::string piece(int32_t id) const = 0;                  // the vocabulary entry, as stored
+    virtual std::string piece(int32_t id) const = 0;  // the vocabulary entry, as stored
     // The bytes the token adds to a text that has text before it (SentencePiece's "▁" as a space, a byte piece as
     // its byte; possibly part of a UTF-8 character). Empty for control and special tokens and ids outside the
     // vocabulary: they stand for no text.

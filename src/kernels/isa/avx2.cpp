@@ -274,7 +274,7 @@ inline __m256i load_u8x8(const uint8_t* p) {  // 8 bytes as u32 lanes
 // q8_0 tiles hold q + 128: q recovered (^ 0x80), then |x| . (q with x's sign) (vpsignb), which cannot saturate
 // (2 x 127 x 127) and is exact for q >= -127, every q a quantizer writes (llama.cpp's AVX2 kernel does the same).
 __attribute__((always_inline)) inline void matvec_q8_0_x16_one(float* out, const uint8_t* W, int64_t K,
-                                                                const BlockQ8x32* x, int64_t g0, int64_t g1) {
+                                                               const BlockQ8x32* x, int64_t g0, int64_t g1) {
     const int64_t nb = K / 32;
     for (int64_t g = g0; g < g1; ++g) {
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -363,9 +363,10 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
 
 void matvec_q4_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    token_groups<4>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
-        matvec_q4_k_x16_body<M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-    });
+    token_groups<4>(
+        n, [&]<int M>(int m0) __attribute__((always_inline)) {
+            matvec_q4_k_x16_body<M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+        });
 }
 
 // q6_k tiles, as avx512.cpp's kernel: per half of 128 weights and chunk c, the four quarters' 6-bit values (0 .. 63:
@@ -443,9 +444,10 @@ void matvec_q8_0_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, con
 }
 void matvec_q6_k_x16_v(float* out, int64_t ldo, const uint8_t* W, int64_t K, const BlockQ8x256* x, int64_t ldx, int n,
                        int64_t g0, int64_t g1) {
-    token_groups<2>(n, [&]<int M>(int m0) __attribute__((always_inline)) {
-        matvec_q6_k_x16_body<M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
-    });
+    token_groups<2>(
+        n, [&]<int M>(int m0) __attribute__((always_inline)) {
+            matvec_q6_k_x16_body<M>(out + m0 * ldo, ldo, W, K, x + m0 * ldx, ldx, g0, g1);
+        });
 }
 
 #pragma GCC pop_options
