@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "logits_util.h"
 #include "plainllama/model/model.h"
 #include "test_util.h"
 
@@ -72,26 +73,10 @@ TEST(KvCacheType, F16ByDefaultF32WhenExact) {
     EXPECT_EQ(Context(model, exact).cache_type(), CacheType::f16);
 }
 
-// Logits [ids.size(), vocab] of one batched eval, and of one eval per token from `from` on.
-std::vector<float> prefill_logits(Context& ctx, const std::vector<int32_t>& ids) {
-    const float* p = ctx.eval(ids, true);
-    return std::vector<float>(p, p + ids.size() * size_t(ctx.model().config().vocab_size));
-}
-std::vector<float> decode_one_by_one(Context& ctx, const std::vector<int32_t>& ids, size_t from) {
-    const size_t V = size_t(ctx.model().config().vocab_size);
-    std::vector<float> out;
-    for (size_t i = from; i < ids.size(); ++i) {
-        const float* p = ctx.eval(&ids[i], 1);
-        out.insert(out.end(), p, p + V);
-    }
-    return out;
-}
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    EXPECT_EQ(a.size(), b.size());
-    double m = 0;
-    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
-    return m;
-}
+using test::decode_one_by_one;
+using test::max_abs_diff;
+using test::prefill_logits;
+
 constexpr double kDecodeVsPrefill = 0.0;  // bit for bit
 
 // Run once per kernel variant this CPU supports.

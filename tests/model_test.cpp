@@ -12,6 +12,7 @@
 #include <map>
 #include <random>
 
+#include "logits_util.h"
 #include "plainllama/sys/error.h"
 #include "test_util.h"
 
@@ -188,13 +189,7 @@ std::vector<float> engine_logits(const fs::path& dir, const std::vector<int32_t>
     return std::vector<float>(p, p + ids.size() * size_t(model.config().vocab_size));
 }
 
-template <class A, class B>
-double max_abs_diff(const std::vector<A>& a, const std::vector<B>& b) {
-    EXPECT_EQ(a.size(), b.size());
-    double m = 0;
-    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
-    return m;
-}
+using test::max_abs_diff;
 
 std::string f32_bytes(const std::vector<float>& v) {
     std::string s(v.size() * 4, '\0');
@@ -430,21 +425,8 @@ TEST(ModelForward, BatchedStepsEqualEachSequenceAlone) {
 // (wrong position, stale entry, wrong RoPE offset) moves logits by more than 1e-2 (checked below).
 constexpr double kDecodeVsPrefill = 0.0;
 
-// Logits [ids.size(), vocab] of one batched eval.
-std::vector<float> prefill_logits(Context& ctx, const std::vector<int32_t>& ids) {
-    const float* p = ctx.eval(ids, true);
-    return std::vector<float>(p, p + ids.size() * size_t(ctx.model().config().vocab_size));
-}
-
-std::vector<float> decode_one_by_one(Context& ctx, const std::vector<int32_t>& ids, size_t from) {
-    const size_t V = size_t(ctx.model().config().vocab_size);
-    std::vector<float> out;
-    for (size_t i = from; i < ids.size(); ++i) {
-        const float* p = ctx.eval(&ids[i], 1);
-        out.insert(out.end(), p, p + V);
-    }
-    return out;
-}
+using test::decode_one_by_one;
+using test::prefill_logits;
 
 // Loading reports the repacked bytes: rising, ending at every matrix's bytes (7 per layer + lm_head).
 TEST(ModelLoad, ReportsRepackingProgress) {
