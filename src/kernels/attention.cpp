@@ -22,9 +22,11 @@ static_assert(kKeyTile % kPanel == 0, "a key tile is whole panels");
 // Work below this many QK multiply-adds stays on the calling thread. Decode's attention reads K and V rows that the
 // weights streamed since the last token have pushed out of every cache, so it goes to the threads early.
 constexpr int64_t kParallelAttention = kParallelWork / 16;
-// Decode splits each KV head's tiles into about this many items per thread, so that a thread that memory serves
-// faster takes more of them.
-constexpr int64_t kItemsPerThread = 4;
+// Decode splits each KV head's tiles into about this many items per thread: few, since an item's first tile is read
+// before its prefetch can start.
+constexpr int64_t kItemsPerThread = 2;
+// P V runs over this many keys at a time (one fma chain continued): the next tile's values are prefetched a run apart.
+constexpr int64_t kPvRun = 64;
 
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 int64_t n_tiles(int64_t keys) { return (keys + kKeyTile - 1) / kKeyTile; }
@@ -40,6 +42,19 @@ struct Work {
     float* Kf;               // [kKeyTile, hd] a tile's key panels widened to f32
     float* Vf;               // [kKeyTile, hd] a tile's values widened to f32
     float* d;                // [kPanel] a q8_0 panel block's scales
+    // The next tile's keys and values, on their way into the caches a step at a time while this tile computes: a key
+    // panel's worth per panel of scores, a run's worth per run of P V.
+    struct Ahead {
+        const uint8_t* p = nullptr;
+        size_t left = 0;
+        void step(size_t bytes) {
+            const size_t n = std::min(bytes, left);
+            for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
+            p += n, left -= n;
+        }
+    };
+    Ahead* keys = nullptr;
+    Ahead* values = nullptr;
 };
 int64_t work_floats(int64_t rows, int64_t hd) {
     return round16(rows * hd) * 4 + round16(rows * kKeyTile) + 6 * round16(rows) + 2 * round16(kKeyTile * hd) + 32;
@@ -58,14 +73,13 @@ Work work_at(float* p, int64_t rows, int64_t hd) {
     return w;
 }
 
-void prefetch(const void* p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(static_cast<const char*>(p) + o, 0, 3);
-}
+size_t key_bytes(const KvView& c, int64_t nk) { return size_t((nk + kPanel - 1) / kPanel) * kv_panel_bytes(c); }
+size_t value_bytes(const KvView& c, int64_t nk) { return size_t(nk) * kv_row_bytes(c.type, c.head_dim); }
 
-// Keys [a, a + nk) and their values of head g on their way into the caches.
+// Keys [a, a + nk) and their values of head g on their way into the caches, at once (an item's first tile).
 void prefetch_tile(const KvView& c, int64_t g, int64_t a, int64_t nk) {
-    prefetch(kv_key_panel(c, g, a), size_t((nk + kPanel - 1) / kPanel) * kv_panel_bytes(c));
-    prefetch(kv_value_row(c, g, a), size_t(nk) * kv_row_bytes(c.type, c.head_dim));
+    Work::Ahead k{kv_key_panel(c, g, a), key_bytes(c, nk)}, v{kv_value_row(c, g, a), value_bytes(c, nk)};
+    k.step(k.left), v.step(v.left);
 }
 
 // out[r, :] (+)= x[r, :kc] W for rows r < rows, in register tiles of up to kMRMax rows: W [kc][ldw] f32 (or the
@@ -88,6 +102,7 @@ void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk
     if (c.type == CacheType::f32 || (c.type == CacheType::f16 && rows <= ks.f16_direct_rows)) {
         for (int64_t p = 0; p < np; ++p) {
             const auto [S, nr] = panel_out(p);
+            w.keys->step(pb);
             if (c.type == CacheType::f32)
                 rows_tiles(ks.tile_f32, S, kKeyTile, w.Q, hd, reinterpret_cast<const float*>(P + p * pb), kNR, rows, hd,
                            nr, false);
@@ -111,6 +126,7 @@ void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk
     }
     for (int64_t p = 0; p < np; ++p) {
         const auto [S, nr] = panel_out(p);
+        w.keys->step(pb);
         rows_tiles(ks.tile_f32, S, kKeyTile, w.Q, hd, w.Kf + p * hd * kPanel, kNR, rows, hd, nr, false);
     }
 }
@@ -131,12 +147,16 @@ void tile_state(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_
     // computes over the tile. f16 values are read straight by the table's f16 tiles where they can (whole blocks of
     // kNR dimensions, few rows), else widened first, as f16 keys: the same sums either way.
     const int64_t shared = w.n[0];
+    const size_t run_bytes = size_t(kPvRun) * kv_row_bytes(c.type, hd) * size_t(kNR) / size_t(hd);
     auto pv = [&](const auto* tiles, const auto* V) {  // V [nk, hd]
         for (int64_t n0 = 0; n0 < hd; n0 += kNR) {
             const int64_t nr = std::min(kNR, hd - n0);
-            if (shared > 0)
-                rows_tiles(tiles, w.Ot + n0, hd, w.S, kKeyTile, V + n0, hd, rows, shared, nr, false);
-            else
+            for (int64_t j = 0; j < shared; j += kPvRun) {
+                w.values->step(run_bytes);
+                rows_tiles(tiles, w.Ot + n0, hd, w.S + j, kKeyTile, V + j * hd + n0, hd, rows,
+                           std::min(kPvRun, shared - j), nr, j > 0);
+            }
+            if (shared == 0)
                 for (int64_t r = 0; r < rows; ++r) std::fill_n(w.Ot + r * hd + n0, nr, 0.0f);
             for (int64_t r = 0; r < rows; ++r)
                 if (w.n[r] > shared)
@@ -188,14 +208,20 @@ void attention(float* out, const float* q, const KvView& kv, int64_t T, int64_t 
 
     // Rows of query heads h0 .. h0 + nq - 1 of tokens t0 .. t1 - 1, over tiles [i0, i1): folded into out, or (split
     // decode) each tile's state kept in `states`.
-    auto rows_item = [&](const Work& w, int64_t g, int64_t h0, int64_t nq, int64_t t0, int64_t t1, int64_t i0,
-                         int64_t i1, bool keep) {
+    auto rows_item = [&](Work w, int64_t g, int64_t h0, int64_t nq, int64_t t0, int64_t t1, int64_t i0, int64_t i1,
+                         bool keep) {
         const int64_t rows = (t1 - t0) * nq, p0 = pos0 + t0, p_last = pos0 + t1 - 1;
         for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, w.Q + (t - t0) * nq * hd);
         auto keys = [&](int64_t i) { return std::min(kKeyTile, p_last + 1 - i * kKeyTile); };
+        Work::Ahead next_keys, next_values;
+        w.keys = &next_keys, w.values = &next_values;
         prefetch_tile(kv, g, i0 * kKeyTile, keys(i0));
         for (int64_t i = i0; i < i1; ++i) {
-            if (i + 1 < i1) prefetch_tile(kv, g, (i + 1) * kKeyTile, keys(i + 1));
+            next_keys = next_values = {};
+            if (const int64_t a = (i + 1) * kKeyTile; i + 1 < i1) {
+                next_keys = {kv_key_panel(kv, g, a), key_bytes(kv, keys(i + 1))};
+                next_values = {kv_value_row(kv, g, a), value_bytes(kv, keys(i + 1))};
+            }
             tile_state(ks, kv, g, i * kKeyTile, keys(i), rows, nq, p0, scale, w);
             for (int64_t r = 0; r < rows; ++r) {
                 if (w.n[r] == 0) continue;  // a later tile than this row's last
