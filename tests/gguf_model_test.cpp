@@ -263,6 +263,36 @@ TEST(GgufModelLoad, AFolderHoldingOneGgufLoadsIt) {
     EXPECT_EQ(logits_of(m, kIds), logits_of(Model(test::shared_gguf("stories260K-F32.gguf")), kIds));
 }
 
+// Resident bytes of this process's mappings of `file` (/proc/self/smaps), 0 when it maps none.
+size_t mapped_resident_bytes(const fs::path& file) {
+    std::ifstream smaps("/proc/self/smaps");
+    const std::string name = fs::canonical(file).string();
+    size_t kib = 0;
+    bool in = false;
+    for (std::string line; std::getline(smaps, line);) {
+        if (line.find('-') != std::string::npos && line.find(' ') < line.size() && std::isxdigit(line[0]) &&
+            line.find(':') > line.find(' '))
+            in = line.size() >= name.size() && line.compare(line.size() - name.size(), name.size(), name) == 0;
+        else if (in && line.rfind("Rss:", 0) == 0)
+            kib += std::stoul(line.substr(4));
+    }
+    return kib * 1024;
+}
+
+// Repacking a tensor drops its pages of the mapped file, and the page two repacked tensors share once both are: once
+// loaded, the model holds its matrices once, in its own layout; of the file only the header and what is used in place
+// (the token embedding's rows, the norms) may stay resident.
+TEST(GgufModelLoad, MappedPagesAreDroppedAfterRepacking) {
+    for (const char* name : {"tinystories3M-Q4_K_M.gguf", "tinystories3M-F32.gguf"}) {
+        const fs::path path = test::shared_gguf(name);
+        const Model m(path);
+        const size_t resident = mapped_resident_bytes(path), file = fs::file_size(path);
+        EXPECT_LE(resident, file / 10) << name << ": " << resident << " of " << file << " bytes still resident";
+        Context ctx(m);  // and it still runs
+        EXPECT_TRUE(std::isfinite(ctx.eval(kIds, false)[0]));
+    }
+}
+
 TEST(GgufModelLoad, QkPermutationIsItsOwnInverse) {
     for (int64_t hd : {2, 8, 64, 128})
         for (int64_t r = 0; r < 3 * hd; ++r) {

@@ -129,6 +129,8 @@ void Model::pack_weights(const Progress& progress) {
         throw Error("out of memory allocating the repacked weight matrices (" + std::to_string(capacity >> 20) +
                     " MiB)");
     }
+    // The source ranges repacked so far: the page a tensor shares with the next one is dropped once both are (below).
+    std::vector<std::pair<const uint8_t*, size_t>> repacked;
     for (const Job& j : matrices) {
         Weight& w = *j.w;
         if (j.stored && j.q == QuantType::q8_0) {  // the kernels take quants in [-127, 127], as the format's quantizer
@@ -154,8 +156,18 @@ void Model::pack_weights(const Progress& progress) {
         w.packed = j.stored ? packed_->add_quantized(static_cast<const uint8_t*>(src), j.q, w.rows, w.cols)
                             : packed_->add(src, w.dtype, w.rows, w.cols, j.q);
         checkpoint_->release(w.data, bytes(j));
+        repacked.emplace_back(static_cast<const uint8_t*>(w.data), bytes(j));
         done += bytes(j);
         if (progress) progress(done, total);
+    }
+    // Neighbours apart by no more than a file's alignment padding are one range, whose whole pages go too.
+    std::sort(repacked.begin(), repacked.end());
+    for (size_t i = 0; i < repacked.size();) {
+        const uint8_t* begin = repacked[i].first;
+        const uint8_t* end = begin + repacked[i].second;
+        for (++i; i < repacked.size() && repacked[i].first <= end + 64; ++i)
+            end = std::max(end, repacked[i].first + repacked[i].second);
+        checkpoint_->release(begin, size_t(end - begin));
     }
 }
 
