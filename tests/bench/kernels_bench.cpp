@@ -1,7 +1,8 @@
 // Micro-benchmarks of the hot kernels (Google Benchmark): matmul as decode (T = 1, memory-bound matvec), as a
 // short prompt or chat turn (T = 2, 8, 32) and as prefill (T = 128: the GEMM, or for quantized matrices the integer
 // products, tiled, and the dequantizing GEMM for N = 1000, not tiled) on LLaMA-7B-like shapes for every weight type,
-// rmsnorm, and the element-wise steps (SwiGLU, softmax, the residual add).
+// rmsnorm, and the element-wise steps (SwiGLU, softmax, the residual add); decode's quantized products streaming from
+// memory beside the read bandwidth of the same minutes (BM_decode_stream), and attention at a depth.
 //   bytes_per_second = weight bytes read per call (the honest figure for the memory-bound T = 1 case)
 //   FLOP/s           = 2 T N K per call;  items_per_second = tokens
 // Run e.g.: plainllama_microbench --benchmark_min_time=0.05 --benchmark_filter=matmul
@@ -12,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "plainllama/bench/read_bandwidth.h"
 #include "plainllama/io/dtype.h"
 #include "plainllama/kernels/attention.h"
 #include "plainllama/kernels/kernels.h"
@@ -95,6 +97,48 @@ BENCHMARK(BM_matmul_quant)
     ->ArgNames({"quant", "T", "N"})
     ->ArgsProduct({{1, 2, 3}, {1, 128}, {1000, 1024, 2048, 5632}})
     ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// Decode's products as decode meets them: quantized [5632, 2048] matrices (TinyLlama's gate_proj), as many copies as
+// make several times the last-level cache, each read once per iteration, so that every product streams from memory
+// (Arg: format as above). Beside it, the read bandwidth of the same minutes: a streaming-read pass over as many bytes
+// after each iteration (untimed); share = the products' bytes per second over the read's.
+void BM_decode_stream(benchmark::State& state) {
+    const QuantType q = QuantType(state.range(0));
+    const int64_t N = 5632, K = 2048;
+    const auto W = random_weights(DType::BF16, size_t(N * K));  // [N, K]
+    std::vector<uint8_t> rows(size_t(N) * quant_row_bytes(q, K));
+    quantize_rows(rows.data(), W.data(), DType::BF16, N, K, q);
+    const size_t bytes = matrix_bytes(DType::BF16, q, N, K), total = size_t(4) * default_bandwidth_test_bytes() / 8;
+    const size_t copies = std::max<size_t>(2, total / bytes);
+    PackedWeights packed((bytes + 63) / 64 * 64 * copies);
+    std::vector<PackedMatrix> mats;
+    for (size_t i = 0; i < copies; ++i) mats.push_back(packed.add_quantized(rows.data(), q, N, K));
+    std::vector<float> x(static_cast<size_t>(K), 0.5f), out(static_cast<size_t>(N));  // [K], [N]
+    ReadBandwidthTest read(bytes * copies);
+    double read_gb_s = 0;
+    int64_t passes = 0;
+    for (auto _ : state) {
+        for (const PackedMatrix& m : mats) matmul(out.data(), x.data(), m, 1);
+        benchmark::DoNotOptimize(out.data());
+        state.PauseTiming();
+        read_gb_s += read.pass(bytes * copies), ++passes;
+        state.ResumeTiming();
+    }
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes * copies));
+    state.counters["read_GB/s"] = read_gb_s / double(std::max<int64_t>(1, passes));
+    state.counters["GB/s"] =
+        benchmark::Counter(double(bytes * copies) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.SetLabel(std::string(quant_name(q)) + " x" + std::to_string(copies));
+}
+BENCHMARK(BM_decode_stream)
+    ->ArgName("quant")
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(3)
+    ->Arg(4)
+    ->Arg(6)
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 // Quantizing a BF16 matrix [1024, 2048] as at load (Arg: format as above): bytes = the BF16 source.
