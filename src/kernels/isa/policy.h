@@ -62,14 +62,15 @@ struct Zen4Policy : DefaultPolicy {
 
 // AMD family 26 and later (Zen 5): its hardware prefetcher keeps up within a page but not across one, so the panels
 // and q8_0 tiles prefetch each page's first line alone (a prefetch of every line reads slower there); q4_k and q6_k
-// tiles prefetch 2 tiles on into L1 alone, and the page starts further on than that; one token's sums in chains.
+// tiles prefetch 2 tiles on into L1 alone, and the page starts further on than that; q5_k tiles, whose arithmetic
+// takes longer per byte, 3 tiles on into L1 and L2; one token's sums in chains.
 struct Zen5Policy : DefaultPolicy {
     static constexpr ReadAhead kPanels = {.page_start_ahead = 4096};
     static constexpr ReadAhead kQ8_0 = {.page_start_ahead = 4096};
     static constexpr ReadAhead kQ4_K = {.l1_ahead = 2 * kQ4x16Tile, .page_start_ahead = 16 << 10};
     static constexpr ReadAhead kQ6_K = {.l1_ahead = 2 * kQ6x16Tile, .page_start_ahead = 16 << 10};
     static constexpr ReadAhead kQ4_0 = {.page_start_ahead = 4096}, kQ5_0 = {.page_start_ahead = 4096};
-    static constexpr ReadAhead kQ5_K = {.l1_ahead = 2 * kQ5Kx16Tile, .page_start_ahead = 16 << 10};
+    static constexpr ReadAhead kQ5_K = {.l1_ahead = 3 * kQ5Kx16Tile, .l2 = true};
     static constexpr int kQ8_0Chains = 4;
     static constexpr int kQ4_KChains = 2;
     static constexpr int kQ5_KChains = 2;
