@@ -160,7 +160,9 @@ void Model::pack_weights(const Progress& progress) {
         done += bytes(j);
         if (progress) progress(done, total);
     }
-    // Neighbours apart by no more than a file's alignment padding are one range, whose whole pages go too.
+    // Once more, now that nothing reads the file: neighbours apart by no more than a file's alignment padding as one
+    // range, whose whole pages go too (the page two tensors share), and the pages the kernel mapped back around later
+    // reads (fault-around) with the rest.
     std::sort(repacked.begin(), repacked.end());
     for (size_t i = 0; i < repacked.size();) {
         const uint8_t* begin = repacked[i].first;
