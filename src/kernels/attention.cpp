@@ -53,8 +53,7 @@ struct Work {
             p += n, left -= n;
         }
     };
-    Ahead* keys = nullptr;
-    Ahead* values = nullptr;
+    Ahead keys, values;
 };
 int64_t work_floats(int64_t rows, int64_t hd) {
     return round16(rows * hd) * 4 + round16(rows * kKeyTile) + 6 * round16(rows) + 2 * round16(kKeyTile * hd) + 32;
@@ -94,24 +93,20 @@ void rows_tiles(const isa::MicroTile<E>* tiles, float* out, int64_t ldo, const f
 }
 
 // w.S[r, :nk] = Q[r] . key a + j, for the nk keys of the tile starting at a (a multiple of kKeyTile).
-void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk, int64_t rows, const Work& w) {
+void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk, int64_t rows, Work& w) {
     const int64_t hd = c.head_dim, np = (nk + kPanel - 1) / kPanel;
     const uint8_t* P = kv_key_panel(c, g, a);
     const size_t pb = kv_panel_bytes(c);
-    auto panel_out = [&](int64_t p) { return std::pair{w.S + p * kPanel, std::min<int64_t>(kPanel, nk - p * kPanel)}; };
-    if (c.type == CacheType::f32 || (c.type == CacheType::f16 && rows <= ks.f16_direct_rows)) {
+    auto panels = [&](const auto* tiles, const auto* K) {  // K: the np panels [hd][kPanel], one after another
         for (int64_t p = 0; p < np; ++p) {
-            const auto [S, nr] = panel_out(p);
-            w.keys->step(pb);
-            if (c.type == CacheType::f32)
-                rows_tiles(ks.tile_f32, S, kKeyTile, w.Q, hd, reinterpret_cast<const float*>(P + p * pb), kNR, rows, hd,
-                           nr, false);
-            else
-                rows_tiles(ks.tile_f16, S, kKeyTile, w.Q, hd, reinterpret_cast<const F16*>(P + p * pb), kNR, rows, hd,
-                           nr, false);
+            w.keys.step(pb);
+            rows_tiles(tiles, w.S + p * kPanel, kKeyTile, w.Q, hd, K + p * hd * kPanel, kNR, rows, hd,
+                       std::min<int64_t>(kPanel, nk - p * kPanel), false);
         }
-        return;
-    }
+    };
+    if (c.type == CacheType::f32) return panels(ks.tile_f32, reinterpret_cast<const float*>(P));
+    if (c.type == CacheType::f16 && rows <= ks.f16_direct_rows)
+        return panels(ks.tile_f16, reinterpret_cast<const F16*>(P));
     // widened exactly into f32 panels [np][hd][kPanel], then the f32 tiles: the same sums
     if (c.type == CacheType::f16) {
         ks.widen_f16(w.Kf, reinterpret_cast<const F16*>(P), np * kPanel * hd);
@@ -124,18 +119,14 @@ void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk
                                  reinterpret_cast<const int8_t*>(blk + 2 * kPanel), w.d, kKvQ8Block);
             }
     }
-    for (int64_t p = 0; p < np; ++p) {
-        const auto [S, nr] = panel_out(p);
-        w.keys->step(pb);
-        rows_tiles(ks.tile_f32, S, kKeyTile, w.Q, hd, w.Kf + p * hd * kPanel, kNR, rows, hd, nr, false);
-    }
+    panels(ks.tile_f32, static_cast<const float*>(w.Kf));
 }
 
 // This tile's partial softmax state for every row: w.n[r] keys seen (0: none), w.mt, w.lt, w.Ot (attention.h). Rows
 // r < rows are query heads of tokens at positions p0 + r / nq; the tile starts at key a and nk keys are the last
 // row's.
 void tile_state(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk, int64_t rows, int64_t nq,
-                int64_t p0, float scale, const Work& w) {
+                int64_t p0, float scale, Work& w) {
     const int64_t hd = c.head_dim;
     scores(ks, c, g, a, nk, rows, w);
     for (int64_t r = 0; r < rows; ++r) {
@@ -152,7 +143,7 @@ void tile_state(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_
         for (int64_t n0 = 0; n0 < hd; n0 += kNR) {
             const int64_t nr = std::min(kNR, hd - n0);
             for (int64_t j = 0; j < shared; j += kPvRun) {
-                w.values->step(run_bytes);
+                w.values.step(run_bytes);
                 rows_tiles(tiles, w.Ot + n0, hd, w.S + j, kKeyTile, V + j * hd + n0, hd, rows,
                            std::min(kPvRun, shared - j), nr, j > 0);
             }
@@ -213,14 +204,12 @@ void attention(float* out, const float* q, const KvView& kv, int64_t T, int64_t 
         const int64_t rows = (t1 - t0) * nq, p0 = pos0 + t0, p_last = pos0 + t1 - 1;
         for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, w.Q + (t - t0) * nq * hd);
         auto keys = [&](int64_t i) { return std::min(kKeyTile, p_last + 1 - i * kKeyTile); };
-        Work::Ahead next_keys, next_values;
-        w.keys = &next_keys, w.values = &next_values;
         prefetch_tile(kv, g, i0 * kKeyTile, keys(i0));
         for (int64_t i = i0; i < i1; ++i) {
-            next_keys = next_values = {};
+            w.keys = w.values = {};
             if (const int64_t a = (i + 1) * kKeyTile; i + 1 < i1) {
-                next_keys = {kv_key_panel(kv, g, a), key_bytes(kv, keys(i + 1))};
-                next_values = {kv_value_row(kv, g, a), value_bytes(kv, keys(i + 1))};
+                w.keys = {kv_key_panel(kv, g, a), key_bytes(kv, keys(i + 1))};
+                w.values = {kv_value_row(kv, g, a), value_bytes(kv, keys(i + 1))};
             }
             tile_state(ks, kv, g, i * kKeyTile, keys(i), rows, nq, p0, scale, w);
             for (int64_t r = 0; r < rows; ++r) {
