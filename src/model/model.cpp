@@ -219,6 +219,9 @@ int64_t first_non_finite(const float* x, int64_t n) {
 const char* kNonFiniteHint =
     "a NaN or Inf weight or block scale (--check-tensors finds it at load), or activations past f32's range";
 
+// A layer's K or V cache bytes, each rounded up to a 64-byte line (the next one starts on a line).
+size_t line_bytes(size_t n) { return (n + 63) / 64 * 64; }
+
 // "4096.0 GiB"
 std::string gib(uint64_t bytes) {
     return std::to_string(bytes >> 30) + "." + std::to_string((bytes >> 20 & 1023) * 10 / 1024) + " GiB";
@@ -252,8 +255,8 @@ size_t kv_bytes_per_position(const LlamaConfig& c, CacheType t) {
 
 size_t kv_cache_bytes(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq) {
     return size_t(c.num_hidden_layers) * size_t(n_seq) *
-           (key_cache_bytes(t, c.num_key_value_heads, c.head_dim, n_ctx) +
-            value_cache_bytes(t, c.num_key_value_heads, c.head_dim, n_ctx));
+           (line_bytes(key_cache_bytes(t, c.num_key_value_heads, c.head_dim, n_ctx)) +
+            line_bytes(value_cache_bytes(t, c.num_key_value_heads, c.head_dim, n_ctx)));
 }
 
 uint64_t available_memory_bytes() {
@@ -295,9 +298,9 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
     cache_type_ = p.cache_type.value_or(p.exact ? CacheType::f32 : CacheType::f16);
     if (const std::string why = cache_type_unsupported(cache_type_, c.head_dim); !why.empty())
         throw UsageError(std::string("--cache-type ") + cache_type_name(cache_type_) + ": " + why);
-    k_layer_bytes_ = (key_cache_bytes(cache_type_, c.num_key_value_heads, c.head_dim, n_ctx_) + 63) / 64 * 64;
-    v_layer_bytes_ = (value_cache_bytes(cache_type_, c.num_key_value_heads, c.head_dim, n_ctx_) + 63) / 64 * 64;
-    kv_bytes_ = size_t(c.num_hidden_layers) * size_t(p.n_seq) * (k_layer_bytes_ + v_layer_bytes_);
+    k_layer_bytes_ = line_bytes(key_cache_bytes(cache_type_, c.num_key_value_heads, c.head_dim, n_ctx_));
+    v_layer_bytes_ = line_bytes(value_cache_bytes(cache_type_, c.num_key_value_heads, c.head_dim, n_ctx_));
+    kv_bytes_ = kv_cache_bytes(c, cache_type_, n_ctx_, p.n_seq);
     // Checked before allocating: with overcommit a too-large cache "succeeds" and the process is killed when its
     // pages are touched.
     const uint64_t avail = available_memory_bytes();

@@ -82,7 +82,8 @@ struct ContextParams {
     std::optional<CacheType> cache_type = std::nullopt;
 };
 
-// Bytes of KV cache one position takes (every layer's K and V), and a whole cache of n_ctx positions per sequence.
+// Bytes of KV cache one position takes (every layer's K and V), and a whole cache of n_ctx positions per sequence as
+// a Context allocates it (the refusal, inspect and the Context itself take this one figure).
 size_t kv_bytes_per_position(const LlamaConfig& c, CacheType t);
 size_t kv_cache_bytes(const LlamaConfig& c, CacheType t, int64_t n_ctx, int n_seq = 1);
 // The line refusing a KV cache of `need` bytes where `avail` are available: the bytes of both, the largest -c (a
