@@ -2,14 +2,19 @@
 // short prompt or chat turn (T = 2, 8, 32) and as prefill (T = 128: the GEMM, or for quantized matrices the integer
 // products, tiled, and the dequantizing GEMM for N = 1000, not tiled) on LLaMA-7B-like shapes for every weight type,
 // rmsnorm, and the element-wise steps (SwiGLU, softmax, the residual add); decode's quantized products streaming from
-// memory beside the read bandwidth of the same minutes (BM_decode_stream), and attention at a depth.
+// memory beside the read bandwidth of the same minutes (BM_decode_stream), what a stream with a set amount of
+// arithmetic per line reaches beside the same read (BM_stream_overlap), and attention at a depth.
 //   bytes_per_second = weight bytes read per call (the honest figure for the memory-bound T = 1 case)
 //   FLOP/s           = 2 T N K per call;  items_per_second = tokens
 // Run e.g.: plainllama_microbench --benchmark_min_time=0.05 --benchmark_filter=matmul
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -18,6 +23,7 @@
 #include "plainllama/kernels/attention.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/kernels/testing.h"
+#include "plainllama/sys/team.h"
 #include "plainllama/sys/threads.h"
 
 namespace plainllama {
@@ -265,6 +271,81 @@ BENCHMARK(BM_attention)
     ->Args({1, 3584, 512})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+// How much arithmetic a memory stream carries before it falls behind the read bandwidth, on this machine: every thread
+// streams its half of a buffer several times the last-level cache once, two 64-byte lines per step, each line followed
+// by kOps vpdpbusd (8 independent chains), with a prefetch of each line 4 KiB on (every) or of each page's first line
+// a page on (page), or none. Beside it, the read bandwidth of the same minutes, as BM_decode_stream; Arg 1: the same
+// stream over 256 KiB in L2, read 256 times (its rate in L2: the arithmetic alone). The decode kernels' shares of the
+// read are measured against what a stream with as little arithmetic per line reaches here.
+enum class Ahead { none, every, page };
+template <int kOps, Ahead kAhead>
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) int64_t overlap_sweep(const uint8_t* p, size_t n) {
+    __m512i a[8];
+    for (__m512i& x : a) x = _mm512_setzero_si512();
+    const __m512i s = _mm512_set1_epi8(3);
+    for (size_t o = 0; o < n; o += 128) {
+        const char* ahead = reinterpret_cast<const char*>(p + o + 4096);
+        if constexpr (kAhead == Ahead::every) _mm_prefetch(ahead, _MM_HINT_T0), _mm_prefetch(ahead + 64, _MM_HINT_T0);
+        if constexpr (kAhead == Ahead::page)
+            if ((o & 4095) == 0) _mm_prefetch(ahead, _MM_HINT_T0);
+        const __m512i v = _mm512_load_si512(p + o), w = _mm512_load_si512(p + o + 64);
+        a[0] = _mm512_xor_si512(a[0], v), a[1] = _mm512_xor_si512(a[1], w);
+        for (int i = 0; i < kOps; ++i) {
+            a[(2 * i) % 8] = _mm512_dpbusd_epi32(a[(2 * i) % 8], v, s);
+            a[(2 * i + 1) % 8] = _mm512_dpbusd_epi32(a[(2 * i + 1) % 8], w, s);
+        }
+    }
+    for (int i = 1; i < 8; ++i) a[0] = _mm512_add_epi32(a[0], a[i]);
+    alignas(64) int32_t lanes[16];
+    _mm512_store_si512(lanes, a[0]);
+    return std::accumulate(lanes, lanes + 16, int64_t(0));
+}
+template <int kOps, Ahead kAhead>
+void BM_stream_overlap(benchmark::State& state) {
+    if (!__builtin_cpu_supports("avx512vnni")) return state.SkipWithError("needs AVX512_VNNI");
+    const bool in_l2 = state.range(0) == 1;
+    const size_t total = in_l2 ? size_t(256) << 10 : size_t(4) * default_bandwidth_test_bytes() / 8;
+    const int nt = thread_count(), reps = in_l2 ? 256 : 1;
+    const size_t part = total / size_t(nt) / 128 * 128;
+    void* mem = nullptr;
+    if (posix_memalign(&mem, size_t(2) << 20, total) != 0) return state.SkipWithError("out of memory");
+    uint8_t* buf = static_cast<uint8_t*>(mem);
+    madvise(buf, total, MADV_HUGEPAGE);
+    team_run(nt, [&](int t) { std::memset(buf + size_t(t) * part, t + 1, part); });  // each part near its thread
+    std::optional<ReadBandwidthTest> read;
+    if (!in_l2) read.emplace(total);
+    double read_gb_s = 0;
+    int64_t passes = 0;
+    std::vector<int64_t> sums(static_cast<size_t>(nt));
+    for (auto _ : state) {
+        team_run(nt, [&](int t) {
+            for (int r = 0; r < reps; ++r) sums[size_t(t)] += overlap_sweep<kOps, kAhead>(buf + size_t(t) * part, part);
+        });
+        benchmark::DoNotOptimize(sums.data());
+        if (!in_l2) {
+            state.PauseTiming();
+            read_gb_s += read->pass(total), ++passes;
+            state.ResumeTiming();
+        }
+    }
+    std::free(buf);
+    if (!in_l2) state.counters["read_GB/s"] = read_gb_s / double(std::max<int64_t>(1, passes));
+    state.counters["GB/s"] =
+        benchmark::Counter(double(part) * nt * reps * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+#define PL_OVERLAP(ops, ahead) \
+    BENCHMARK(BM_stream_overlap<ops, Ahead::ahead>)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()
+PL_OVERLAP(0, none);
+PL_OVERLAP(2, none);
+PL_OVERLAP(2, every);
+PL_OVERLAP(2, page);
+PL_OVERLAP(4, none);
+PL_OVERLAP(6, none);
+PL_OVERLAP(6, every);
+PL_OVERLAP(10, none);
+PL_OVERLAP(10, every);
+#undef PL_OVERLAP
 
 }  // namespace
 }  // namespace plainllama
