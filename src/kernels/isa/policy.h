@@ -17,8 +17,9 @@ namespace plainllama::isa {
 // its loads. Prefetches only: what is loaded, and so the result, never changes.
 struct ReadAhead {
     // Each 64-byte line the kernel loads comes with a prefetch into L1 of the line `l1_ahead` bytes on (0: none). For
-    // tiles l1_ahead is a whole number of tiles, and the header of the tile that far on is prefetched whole too (the
-    // hardware prefetcher follows a tile's header and body as separate streams poorly).
+    // tiles, a tile's header's worth of lines at l1_ahead on is prefetched too: with a whole number of tiles, the
+    // header of the tile that far on (the hardware prefetcher follows a tile's header and body as separate streams
+    // poorly); otherwise body lines, the headers then reaching L2 through the L2 prefetch.
     size_t l1_ahead = 0;
     // With l1_ahead: each line also prefetched into L2, 4 x l1_ahead on, so that the L1 prefetch mostly finds it there
     // (L1 has few fill buffers for misses in flight; L2 tracks more).
@@ -63,14 +64,15 @@ struct Zen4Policy : DefaultPolicy {
 // AMD family 26 and later (Zen 5): its hardware prefetcher keeps up within a page but not across one, so the panels
 // and q8_0 tiles prefetch each page's first line alone (a prefetch of every line reads slower there); q4_k and q6_k
 // tiles prefetch 2 tiles on into L1 alone, and the page starts further on than that; q5_k tiles, whose arithmetic
-// takes longer per byte, 3 tiles on into L1 and L2; one token's sums in chains.
+// takes longer per byte and which lean on their prefetches alone, every line 4 KiB on into L1 and 16 KiB on into L2;
+// one token's sums in chains.
 struct Zen5Policy : DefaultPolicy {
     static constexpr ReadAhead kPanels = {.page_start_ahead = 4096};
     static constexpr ReadAhead kQ8_0 = {.page_start_ahead = 4096};
     static constexpr ReadAhead kQ4_K = {.l1_ahead = 2 * kQ4x16Tile, .page_start_ahead = 16 << 10};
     static constexpr ReadAhead kQ6_K = {.l1_ahead = 2 * kQ6x16Tile, .page_start_ahead = 16 << 10};
     static constexpr ReadAhead kQ4_0 = {.page_start_ahead = 4096}, kQ5_0 = {.page_start_ahead = 4096};
-    static constexpr ReadAhead kQ5_K = {.l1_ahead = 3 * kQ5Kx16Tile, .l2 = true};
+    static constexpr ReadAhead kQ5_K = {.l1_ahead = 4096, .l2 = true};
     static constexpr int kQ8_0Chains = 4;
     static constexpr int kQ4_KChains = 2;
     static constexpr int kQ5_KChains = 2;
