@@ -1,6 +1,9 @@
 // Grouped-query attention over a KV cache of each type against a double-precision reference written here, and its
 // independence from batching: T tokens at once give the same output, bit for bit, as one token at a time (whatever
-// the tiles of keys and the threads decode splits them over); the cache formats' rounding.
+// the tiles of keys and the threads decode splits them over); the cache formats' rounding. Where the products run in
+// BF16 (attention_bf16_products), the reference takes q rounded to BF16 as the kernels do, and the bound adds the
+// rounding of each softmax weight: every p_j within 2^-8 of itself (relative) moves the weighted mean by at most
+// 2^-8 max |v|.
 #include "plainllama/kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "plainllama/io/dtype.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -93,7 +97,18 @@ std::vector<float> run(const std::vector<float>& q, const Cache& c, int64_t T, i
     return out;
 }
 
-const CacheType kTypes[] = {CacheType::f32, CacheType::f16, CacheType::q8_0};
+const CacheType kTypes[] = {CacheType::f32, CacheType::f16, CacheType::bf16, CacheType::q8_0};
+
+// x rounded to nearest-even BF16, as the kernels' products in pairs take it.
+std::vector<float> to_bf16(std::vector<float> x) {
+    for (float& v : x) v = bf16_to_f32(f32_to_bf16(v));
+    return x;
+}
+double max_abs(const std::vector<float>& x) {
+    double m = 0;
+    for (float v : x) m = std::max(m, double(std::fabs(v)));
+    return m;
+}
 
 // Run once per kernel variant this CPU supports.
 class Attention : public test::EveryKernel {};
@@ -129,14 +144,17 @@ TEST_P(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
                 for (float& v : Vc) v = d(rng);
                 const Cache cache(type, Kc, Vc, s, ctx);
                 const auto out = run(q, cache, T, pos0, s);
-                const auto [Kr, Vr] = cache.read();
-                const auto ref = reference(q, Kr, Vr, T, pos0, s, ctx);
+                auto [Kr, Vr] = cache.read();
+                const bool bf16 = attention_bf16_products(type, hd);
+                if (bf16) Kr = to_bf16(Kr), Vr = to_bf16(Vr);
+                const auto ref = reference(bf16 ? to_bf16(q) : q, Kr, Vr, T, pos0, s, ctx);
+                const double weights = bf16 ? std::ldexp(max_abs(Vr), -8) : 0.0;
                 const std::string where = "heads " + std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) +
                                           " hd " + std::to_string(hd) + " T " + std::to_string(T) + " pos0 " +
                                           std::to_string(pos0) + " threads " + std::to_string(th) + " cache " +
                                           cache_type_name(type);
                 for (size_t i = 0; i < out.size(); ++i)
-                    ASSERT_NEAR(out[i], ref[i], 2e-5 * (1.0 + std::fabs(ref[i]))) << where << " at " << i;
+                    ASSERT_NEAR(out[i], ref[i], weights + 2e-5 * (1.0 + std::fabs(ref[i]))) << where << " at " << i;
                 // The same tokens one at a time (decode): identical, bit for bit.
                 for (int64_t t = 0; t < T; ++t) {
                     const int64_t qd = s.n_heads * hd;
@@ -148,7 +166,8 @@ TEST_P(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
             }
 }
 
-// The cache's rounding: f16 to nearest (half an ulp: 2^-11 relative, 2^-25 among subnormals), q8_0 within d (0.5 + 127
+// The cache's rounding: f16 to nearest (half an ulp: 2^-11 relative, 2^-25 among subnormals), bf16 likewise (2^-8
+// relative, 2^-134 among subnormals), q8_0 within d (0.5 + 127
 // * 2^-11) of each value, d = max|x| / 127 of its block of 32 (half a step, and the fp16 rounding of d times |q| <=
 // 127).
 TEST(KvCacheFormat, StoredValuesWithinTheFormatsRounding) {
@@ -171,6 +190,8 @@ TEST(KvCacheFormat, StoredValuesWithinTheFormatsRounding) {
                     const double bound = type == CacheType::f32 ? 0.0
                                          : type == CacheType::f16
                                              ? std::max(std::ldexp(double(std::fabs(x[i])), -11), std::ldexp(1.0, -25))
+                                         : type == CacheType::bf16
+                                             ? std::max(std::ldexp(double(std::fabs(x[i])), -8), std::ldexp(1.0, -134))
                                              : amax / 127.0 * (0.5 + 127.0 / 2048.0);
                     ASSERT_LE(err, bound) << cache_type_name(type) << (pass ? " V" : " K") << " at " << i;
                 }
@@ -182,6 +203,7 @@ TEST(KvCacheFormat, StoredValuesWithinTheFormatsRounding) {
     }
     EXPECT_EQ(kv_row_bytes(CacheType::f32, 64), 256u);
     EXPECT_EQ(kv_row_bytes(CacheType::f16, 64), 128u);
+    EXPECT_EQ(kv_row_bytes(CacheType::bf16, 64), 128u);
     EXPECT_EQ(kv_row_bytes(CacheType::q8_0, 64), 68u);  // llama.cpp's q8_0 rows
     EXPECT_FALSE(cache_type_unsupported(CacheType::q8_0, 8).empty());
     EXPECT_TRUE(cache_type_unsupported(CacheType::f16, 8).empty());
@@ -190,7 +212,9 @@ TEST(KvCacheFormat, StoredValuesWithinTheFormatsRounding) {
 // Attention on an f16 or q8_0 cache against the same on the f32 cache of the unrounded values: within the bound the
 // rounding implies. Each output is a softmax-weighted mean of V rows, so rounding V moves it by at most max |dV|;
 // rounding K moves each score by at most delta = max_j |q . dK_j| / sqrt(head_dim), so each weight by a factor within
-// e^(+-2 delta), and the mean by at most max |V| (e^(2 delta) - 1) more; plus the f32 arithmetic's own error.
+// e^(+-2 delta), and the mean by at most max |V| (e^(2 delta) - 1) more; plus the f32 arithmetic's own error. With the
+// products in BF16, dV, dK and q take that rounding too (delta = max_j |q' . K'_j - q . K_j| / sqrt(head_dim)), and
+// the weights' own rounding adds 2^-8 max |V|.
 TEST_P(Attention, RoundedCachesStayWithinTheirRoundingOfTheF32Cache) {
     std::mt19937 rng(8);
     std::normal_distribution<float> d(0.0f, 1.0f);
@@ -203,9 +227,12 @@ TEST_P(Attention, RoundedCachesStayWithinTheirRoundingOfTheF32Cache) {
         for (float& v : Kc) v = d(rng);
         for (float& v : Vc) v = d(rng);
         const auto exact = run(q, Cache(CacheType::f32, Kc, Vc, s, ctx), T, pos0, s);
-        for (CacheType type : {CacheType::f16, CacheType::q8_0}) {
+        for (CacheType type : {CacheType::f16, CacheType::bf16, CacheType::q8_0}) {
             const Cache cache(type, Kc, Vc, s, ctx);
-            const auto [K, V] = cache.read();
+            auto [K, V] = cache.read();
+            const bool bf16 = attention_bf16_products(type, hd);
+            const std::vector<float> qe = bf16 ? to_bf16(q) : q;
+            if (bf16) K = to_bf16(K), V = to_bf16(V);
             double dv = 0, vmax = 0;
             for (size_t i = 0; i < V.size(); ++i) {
                 dv = std::max(dv, std::fabs(double(V[i]) - double(Vc[i])));
@@ -219,13 +246,14 @@ TEST_P(Attention, RoundedCachesStayWithinTheirRoundingOfTheF32Cache) {
                     double delta = 0;
                     for (int64_t j = 0; j <= pos0 + t; ++j) {
                         double e = 0;
-                        for (int64_t i = 0; i < hd; ++i)
-                            e += double(q[size_t((t * s.n_heads + h) * hd + i)]) *
-                                 (double(K[size_t((g * ctx + j) * hd + i)]) -
-                                  double(Kc[size_t((g * ctx + j) * hd + i)]));
+                        for (int64_t i = 0; i < hd; ++i) {
+                            const size_t qi = size_t((t * s.n_heads + h) * hd + i), ki = size_t((g * ctx + j) * hd + i);
+                            e += double(qe[qi]) * double(K[ki]) - double(q[qi]) * double(Kc[ki]);
+                        }
                         delta = std::max(delta, std::fabs(e) / std::sqrt(double(hd)));
                     }
-                    const double bound = dv + vmax * std::expm1(2 * delta) + 1e-5 * (1 + vmax);
+                    const double bound =
+                        dv + vmax * std::expm1(2 * delta) + (bf16 ? std::ldexp(vmax, -8) : 0.0) + 1e-5 * (1 + vmax);
                     for (int64_t i = 0; i < hd; ++i) {
                         const size_t at = size_t((t * s.n_heads + h) * hd + i);
                         const double err = std::fabs(double(out[at]) - double(exact[at]));
@@ -276,6 +304,17 @@ TEST_P(Attention, ALaterTokensInfOrNaNDoesNotReachEarlierTokens) {
                         }
                     }
                 }
+}
+
+// The products run in BF16 pairs for a bf16 cache on the kernels with vdpbf16ps alone, head_dim a multiple of 32;
+// every other cache type keeps f32 products.
+TEST_P(Attention, Bf16ProductsForTheBf16CacheWhereVdpbf16psIs) {
+    const bool bf16 = GetParam() == std::string("avx512_bf16");
+    EXPECT_EQ(attention_bf16_products(CacheType::bf16, 64), bf16);
+    EXPECT_EQ(attention_bf16_products(CacheType::bf16, 128), bf16);
+    EXPECT_FALSE(attention_bf16_products(CacheType::bf16, 48));
+    for (CacheType t : {CacheType::f32, CacheType::f16, CacheType::q8_0})
+        EXPECT_FALSE(attention_bf16_products(t, 64)) << cache_type_name(t);
 }
 
 PL_FOR_EVERY_KERNEL(Attention);

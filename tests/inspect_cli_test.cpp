@@ -228,8 +228,8 @@ TEST(InspectCli, ShowsKvCacheBytesPerTokenPerCacheType) {
         const char* folder;
         std::vector<std::pair<std::string, double>> types;  // name, bytes of one K or V row of one head
     };
-    for (const Case& cs : {Case{"stories260K", {{"f32", 8 * 4}, {"f16", 8 * 2}}},
-                           Case{"tinystories3M", {{"f32", 32 * 4}, {"f16", 32 * 2}, {"q8_0", 34}}}}) {
+    for (const Case& cs : {Case{"stories260K", {{"f32", 8 * 4}, {"f16", 8 * 2}, {"bf16", 8 * 2}}},
+                           Case{"tinystories3M", {{"f32", 32 * 4}, {"f16", 32 * 2}, {"bf16", 32 * 2}, {"q8_0", 34}}}}) {
         SCOPED_TRACE(cs.folder);
         const LlamaConfig c = load_config(model_dir(cs.folder) / "config.json");
         const auto r = test::run_binary({"inspect", "--json", "-m", model_dir(cs.folder).string()});

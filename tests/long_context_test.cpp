@@ -30,15 +30,16 @@ nlohmann::json perplexity(const test::fs::path& model, const std::string& cache_
 double relative(double a, double b) { return std::fabs(a - b) / b; }
 
 // The accuracy the default rests on: on tinystories3M the f16 cache's perplexity is within 0.01% of the f32 cache's,
-// the q8_0 cache's within 0.1%. The q8_0 figure differs from f32's (the flag reached the cache), and so does the
-// per-chunk list.
+// the bf16 (BF16 products where the CPU has them) and q8_0 caches' within 0.1%. The bf16 and q8_0 figures differ from
+// f32's (the flag reached the cache), and so does the per-chunk list.
 TEST(KvCacheAccuracy, PerplexityOfEachTypeNearTheF32Caches) {
 #ifdef PLAINLLAMA_ASAN
     GTEST_SKIP() << "sanitizer build: numbers, checked by the normal build (the cache types' code paths run in the "
                     "kernel and decode tests here)";
 #endif
     const test::fs::path m = test::model_dir("tinystories3M");
-    const auto f32 = perplexity(m, "f32"), f16 = perplexity(m, "f16"), q8 = perplexity(m, "q8_0");
+    const auto f32 = perplexity(m, "f32"), f16 = perplexity(m, "f16"), q8 = perplexity(m, "q8_0"),
+               bf16 = perplexity(m, "bf16");
     const double p32 = f32["ppl"].get<double>();
     EXPECT_EQ(f16["n_scored"], f32["n_scored"]);
     EXPECT_EQ(q8["n_scored"], f32["n_scored"]);
@@ -46,6 +47,9 @@ TEST(KvCacheAccuracy, PerplexityOfEachTypeNearTheF32Caches) {
     EXPECT_LT(relative(q8["ppl"].get<double>(), p32), 1e-3) << q8["ppl"] << " vs " << p32;
     EXPECT_NE(q8["ppl"].get<double>(), p32);
     EXPECT_NE(q8["chunk_ppl"], f32["chunk_ppl"]);
+    EXPECT_EQ(bf16["n_scored"], f32["n_scored"]);
+    EXPECT_LT(relative(bf16["ppl"].get<double>(), p32), 1e-3) << bf16["ppl"] << " vs " << p32;
+    EXPECT_NE(bf16["chunk_ppl"], f32["chunk_ppl"]);
 }
 
 // A GGUF model takes --cache-type too: llama.cpp's q8_0 weights, the q8_0 cache within 0.1% of the f32 cache.
@@ -91,7 +95,7 @@ TEST_P(KvCacheTypes, DecodeMatchesPrefillForEveryCacheType) {
         int64_t n;
     };
     for (const Case& cs : {Case{"tinystories3M", 100}, Case{"stories260K", 270}})
-        for (CacheType type : {CacheType::f32, CacheType::f16, CacheType::q8_0}) {
+        for (CacheType type : {CacheType::f32, CacheType::f16, CacheType::bf16, CacheType::q8_0}) {
             Model model(test::model_dir(cs.folder));
             if (!cache_type_unsupported(type, model.config().head_dim).empty()) continue;
             std::vector<int32_t> ids(static_cast<size_t>(cs.n));

@@ -201,7 +201,7 @@ Run add_inspect(CLI::App& app) {
         // The KV cache per position in each type (every layer's K and V), and at the default and the largest context.
         nlohmann::json kv = nlohmann::json::array();
         const int64_t default_ctx = std::min(c.max_position_embeddings, kDefaultContext);
-        for (CacheType t : {CacheType::f32, CacheType::f16, CacheType::q8_0}) {
+        for (CacheType t : {CacheType::f32, CacheType::f16, CacheType::bf16, CacheType::q8_0}) {
             if (!cache_type_unsupported(t, c.head_dim).empty()) continue;
             kv.push_back({{"cache_type", cache_type_name(t)},
                           {"bytes_per_token", kv_bytes_per_position(c, t)},

@@ -98,8 +98,8 @@ void add_model_options(CLI::App* cmd, ModelOpts& o, bool with_ctx) {
         ->check(CLI::IsMember({"none", "q8_0", "q6_k", "q4_k_m", "q5_k_m", "q4_0"}))
         ->capture_default_str();
     cmd->add_option("--cache-type", o.cache_type,
-                    "KV cache storage: f32, f16 or q8_0 (llama.cpp's -ctk/-ctv; default f16, serve f32)")
-        ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+                    "KV cache storage: f32, f16, bf16 or q8_0 (llama.cpp's -ctk/-ctv; default f16, serve f32)")
+        ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
     cmd->add_flag("--check-tensors", o.check_tensors,
                   "Scan every tensor for NaN and Inf at load (quantized blocks: their scales); fail naming the tensor "
                   "and the first bad index");
@@ -109,7 +109,7 @@ std::optional<CacheType> cache_type(const ModelOpts& o) {
     CacheType t;
     if (o.cache_type.empty()) return std::nullopt;
     if (!parse_cache_type(o.cache_type, &t))
-        throw UsageError("--cache-type " + o.cache_type + ": expected f32, f16 or q8_0");
+        throw UsageError("--cache-type " + o.cache_type + ": expected f32, f16, bf16 or q8_0");
     return t;
 }
 

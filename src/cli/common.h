@@ -26,7 +26,7 @@ struct ModelOpts {
     bool quiet = false;
     bool check_tensors = false;  // scan every tensor for NaN/Inf at load
     std::string quant = "none";  // --quant: the matrices' formats (quant_scheme.h)
-    std::string cache_type;      // --cache-type: f32, f16, q8_0; empty = the context's default
+    std::string cache_type;      // --cache-type: f32, f16, bf16, q8_0; empty = the context's default
 };
 // The KV cache type --cache-type names; unset without the flag (ContextParams' default).
 std::optional<CacheType> cache_type(const ModelOpts& o);

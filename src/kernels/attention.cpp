@@ -1,10 +1,13 @@
 // Attention in tiles of keys with an online softmax (attention.h has the summation order), over the active ISA table's
 // register tiles: S = Q K^T on the key panels as they are stored (f16 read straight where the table can, otherwise a
-// tile's panels widened exactly into f32 first), P V on the value rows (widened likewise).
+// tile's panels widened exactly into f32 first), P V on the value rows (widened likewise). A bf16 cache on a table
+// with BF16 dot products takes them instead (attention_bf16_products): Q and P rounded to BF16 pairs (k, k + 1 in one
+// word), each key panel and each block of value columns paired likewise, multiplied by vdpbf16ps.
 #include "plainllama/kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "isa/isa.h"
 #include "plainllama/sys/team.h"
@@ -12,6 +15,7 @@
 namespace plainllama {
 
 namespace {
+using isa::BF16;
 using isa::F16;
 using isa::Kernels;
 using isa::kMRMax;
@@ -28,6 +32,14 @@ constexpr int64_t kItemsPerThread = 2;
 // P V runs over this many keys at a time (one fma chain continued): the next tile's values are prefetched a run apart.
 constexpr int64_t kPvRun = 64;
 
+// The BF16 value in the low half of a pair word, as f32 (exact).
+float bf16_low(uint32_t word) {
+    const uint32_t bits = word << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 int64_t n_tiles(int64_t keys) { return (keys + kKeyTile - 1) / kKeyTile; }
 
@@ -42,6 +54,8 @@ struct Work {
     float* Kf;               // [kKeyTile, hd] a tile's key panels widened to f32
     float* Vf;               // [kKeyTile, hd] a tile's values widened to f32
     float* d;                // [kPanel] a q8_0 panel block's scales
+    uint32_t* Qp;            // [rows, hd / 2] BF16 pairs of Q (products in pairs)
+    uint32_t* Pp;            // [rows, kKeyTile / 2] BF16 pairs of this tile's e^(s - m)
     // The next tile's keys and values, on their way into the caches a step at a time while this tile computes: a key
     // panel's worth per panel of scores, a run's worth per run of P V.
     struct Ahead {
@@ -56,7 +70,8 @@ struct Work {
     Ahead keys, values;
 };
 int64_t work_floats(int64_t rows, int64_t hd) {
-    return round16(rows * hd) * 4 + round16(rows * kKeyTile) + 6 * round16(rows) + 2 * round16(kKeyTile * hd) + 32;
+    return round16(rows * hd) * 4 + round16(rows * kKeyTile) + 6 * round16(rows) + 2 * round16(kKeyTile * hd) + 32 +
+           round16(rows * hd / 2) + round16(rows * kKeyTile / 2);
 }
 Work work_at(float* p, int64_t rows, int64_t hd) {
     Work w;
@@ -69,7 +84,35 @@ Work work_at(float* p, int64_t rows, int64_t hd) {
     w.m = take(rows), w.l = take(rows), w.mt = take(rows), w.lt = take(rows);
     w.n = reinterpret_cast<int64_t*>(take(2 * rows));
     w.Kf = take(kKeyTile * hd), w.Vf = take(kKeyTile * hd), w.d = take(32);
+    w.Qp = reinterpret_cast<uint32_t*>(take(rows * hd / 2));
+    w.Pp = reinterpret_cast<uint32_t*>(take(rows * kKeyTile / 2));
     return w;
+}
+
+// Whether the products run in BF16 pairs (attention_bf16_products): then, for more than kPairsDirectRows rows, Kf
+// holds a key panel as pairs of dimensions [hd / 2][kPanel] and Vf a block of kNR value columns as pairs of keys
+// [ceil(nk / 2)][kNR]; fewer rows pair them as they read them (the same words).
+bool in_pairs(const Kernels& ks, const KvView& c) {
+    return c.type == CacheType::bf16 && ks.pairs_bf16_rows != nullptr && c.head_dim % kNR == 0;
+}
+constexpr int64_t kPairsDirectRows = 48;
+
+// out[r, :] (+)= x[r] . W for rows r < rows in register tiles of up to kMRMax rows, all in BF16 pairs (DotTile).
+void rows_dot(const Kernels& ks, float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* W,
+              int64_t rows, int64_t pc, int64_t nr, bool acc) {
+    for (int64_t r = 0; r < rows; r += kMRMax) {
+        const int mr = int(std::min<int64_t>(kMRMax, rows - r));
+        ks.tile_bf16_dot[mr](out + r * ldo, ldo, x + r * ldx, ldx, W, pc, nr, acc);
+    }
+}
+
+// The same with W's pairs taken from BF16 rows src + r * ld as they are read (DotRowsTile).
+void rows_dot_rows(const Kernels& ks, float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const BF16* src,
+                   int64_t ld, int64_t rows, int64_t pc, int64_t nr, bool acc) {
+    for (int64_t r = 0; r < rows; r += kMRMax) {
+        const int mr = int(std::min<int64_t>(kMRMax, rows - r));
+        ks.tile_bf16_dot_rows[mr](out + r * ldo, ldo, x + r * ldx, ldx, src, ld, pc, nr, acc);
+    }
 }
 
 size_t key_bytes(const KvView& c, int64_t nk) { return size_t((nk + kPanel - 1) / kPanel) * kv_panel_bytes(c); }
@@ -105,11 +148,29 @@ void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk
         }
     };
     if (c.type == CacheType::f32) return panels(ks.tile_f32, reinterpret_cast<const float*>(P));
+    if (in_pairs(ks, c)) {  // each panel [hd][kPanel] as pairs of dimensions [hd / 2][kPanel], then its scores
+        const int64_t hp = hd / 2;
+        uint32_t* Kp = reinterpret_cast<uint32_t*>(w.Kf);  // one panel paired
+        for (int64_t p = 0; p < np; ++p) {
+            w.keys.step(pb);
+            const BF16* panel = reinterpret_cast<const BF16*>(P + p * pb);
+            const int64_t nr = std::min<int64_t>(kPanel, nk - p * kPanel);
+            if (rows <= kPairsDirectRows) {
+                rows_dot_rows(ks, w.S + p * kPanel, kKeyTile, w.Qp, hp, panel, kPanel, rows, hp, nr, false);
+            } else {
+                ks.pairs_bf16_rows(Kp, panel, kPanel, hd);
+                rows_dot(ks, w.S + p * kPanel, kKeyTile, w.Qp, hp, Kp, rows, hp, nr, false);
+            }
+        }
+        return;
+    }
     if (c.type == CacheType::f16 && rows <= ks.f16_direct_rows)
         return panels(ks.tile_f16, reinterpret_cast<const F16*>(P));
     // widened exactly into f32 panels [np][hd][kPanel], then the f32 tiles: the same sums
     if (c.type == CacheType::f16) {
         ks.widen_f16(w.Kf, reinterpret_cast<const F16*>(P), np * kPanel * hd);
+    } else if (c.type == CacheType::bf16) {
+        ks.widen_bf16(w.Kf, reinterpret_cast<const BF16*>(P), np * kPanel * hd);
     } else {
         for (int64_t p = 0; p < np; ++p)
             for (int64_t b = 0; b < hd / kKvQ8Block; ++b) {
@@ -120,6 +181,46 @@ void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk
             }
     }
     panels(ks.tile_f32, static_cast<const float*>(w.Kf));
+}
+
+// tile_state's P V in BF16 pairs over V [nk, hd] (bf16): each row's p_j as pairs of keys, each block of kNR value
+// columns as pairs of keys (made as they are read for few rows, else paired first: the same words), then the same
+// runs as the f32 form over the pairs every row sees, each row's own further pairs, and a row's last key alone when it
+// sees an odd number (its product with a 0 partner would read a later key's value): p v exactly in f32 (8-bit
+// significands), added with one rounding.
+void pv_pairs(const Kernels& ks, const BF16* V, int64_t nk, int64_t rows, size_t run_bytes, Work& w, int64_t hd) {
+    constexpr int64_t kp = kKeyTile / 2, kRunPairs = kPvRun / 2;
+    const int64_t shared = w.n[0] / 2;
+    const bool direct = rows <= kPairsDirectRows;
+    for (int64_t r = 0; r < rows; ++r)
+        if (w.n[r] > 0) ks.round_bf16_pairs(w.Pp + r * kp, w.S + r * kKeyTile, w.n[r]);
+    uint32_t* B = reinterpret_cast<uint32_t*>(w.Vf);  // [ceil(nk / 2)][kNR]: one block of columns paired
+    for (int64_t n0 = 0; n0 < hd; n0 += kNR) {
+        if (!direct) ks.pairs_bf16_rows(B, V + n0, hd, nk);
+        // out rows (+)= x rows . pairs j0 .. j0 + pc - 1 of this block of columns
+        auto dot = [&](float* out, const uint32_t* x, int64_t n, int64_t j0, int64_t pc, bool acc) {
+            if (direct)
+                rows_dot_rows(ks, out, hd, x, kp, V + 2 * j0 * hd + n0, hd, n, pc, kNR, acc);
+            else
+                rows_dot(ks, out, hd, x, kp, B + j0 * kNR, n, pc, kNR, acc);
+        };
+        for (int64_t j = 0; j < shared; j += kRunPairs) {
+            w.values.step(run_bytes);
+            dot(w.Ot + n0, w.Pp + j, rows, j, std::min(kRunPairs, shared - j), j > 0);
+        }
+        if (shared == 0)
+            for (int64_t r = 0; r < rows; ++r) std::fill_n(w.Ot + r * hd + n0, kNR, 0.0f);
+        for (int64_t r = 0; r < rows; ++r) {
+            float* o = w.Ot + r * hd + n0;
+            if (w.n[r] / 2 > shared) dot(o, w.Pp + r * kp + shared, 1, shared, w.n[r] / 2 - shared, true);
+            if (w.n[r] % 2) {
+                const int64_t k = w.n[r] - 1;
+                const float p = bf16_low(w.Pp[r * kp + k / 2]);
+                const BF16* v = V + k * hd + n0;
+                for (int64_t i = 0; i < kNR; ++i) o[i] += p * bf16_low(v[i].bits);
+            }
+        }
+    }
 }
 
 // This tile's partial softmax state for every row: w.n[r] keys seen (0: none), w.mt, w.lt, w.Ot (attention.h). Rows
@@ -156,11 +257,14 @@ void tile_state(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_
         }
     };
     const uint8_t* V = kv_value_row(c, g, a);
+    if (in_pairs(ks, c)) return pv_pairs(ks, reinterpret_cast<const BF16*>(V), nk, rows, run_bytes, w, hd);
     if (c.type == CacheType::f32) return pv(ks.tile_f32, reinterpret_cast<const float*>(V));
     if (c.type == CacheType::f16 && hd % kNR == 0 && rows <= ks.f16_direct_rows)
         return pv(ks.tile_f16, reinterpret_cast<const F16*>(V));
     if (c.type == CacheType::f16)
         ks.widen_f16(w.Vf, reinterpret_cast<const F16*>(V), nk * hd);
+    else if (c.type == CacheType::bf16)
+        ks.widen_bf16(w.Vf, reinterpret_cast<const BF16*>(V), nk * hd);
     else
         ks.dequantize(QuantType::q8_0, V, w.Vf, nk * hd);
     pv(ks.tile_f32, static_cast<const float*>(w.Vf));
@@ -180,6 +284,10 @@ void fold(float* O, float* m, float* l, const float* Ot, float mt, float lt, int
 }
 
 }  // namespace
+
+bool attention_bf16_products(CacheType type, int64_t head_dim) {
+    return in_pairs(isa::active(), KvView{type, nullptr, nullptr, 1, head_dim, 0});
+}
 
 int64_t attention_scratch(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t ctx, int64_t head_dim,
                           int64_t threads) {
@@ -203,6 +311,8 @@ void attention(float* out, const float* q, const KvView& kv, int64_t T, int64_t 
                          bool keep) {
         const int64_t rows = (t1 - t0) * nq, p0 = pos0 + t0, p_last = pos0 + t1 - 1;
         for (int64_t t = t0; t < t1; ++t) std::copy_n(q + (t * n_heads + h0) * hd, nq * hd, w.Q + (t - t0) * nq * hd);
+        if (in_pairs(ks, kv))
+            for (int64_t r = 0; r < rows; ++r) ks.round_bf16_pairs(w.Qp + r * hd / 2, w.Q + r * hd, hd);
         auto keys = [&](int64_t i) { return std::min(kKeyTile, p_last + 1 - i * kKeyTile); };
         prefetch_tile(kv, g, i0 * kKeyTile, keys(i0));
         for (int64_t i = i0; i < i1; ++i) {

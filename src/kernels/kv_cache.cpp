@@ -15,12 +15,14 @@ const char* cache_type_name(CacheType t) {
             return "f16";
         case CacheType::q8_0:
             return "q8_0";
+        case CacheType::bf16:
+            return "bf16";
     }
     return "?";
 }
 
 bool parse_cache_type(const std::string& s, CacheType* t) {
-    for (CacheType c : {CacheType::f32, CacheType::f16, CacheType::q8_0})
+    for (CacheType c : {CacheType::f32, CacheType::f16, CacheType::q8_0, CacheType::bf16})
         if (s == cache_type_name(c)) {
             *t = c;
             return true;
@@ -33,6 +35,7 @@ size_t kv_row_bytes(CacheType t, int64_t head_dim) {
         case CacheType::f32:
             return size_t(head_dim) * 4;
         case CacheType::f16:
+        case CacheType::bf16:
             return size_t(head_dim) * 2;
         case CacheType::q8_0:
             return size_t(head_dim / kKvQ8Block) * quant_block_bytes(QuantType::q8_0);
@@ -76,6 +79,15 @@ void store_kv(const KvView& c, int64_t j, const float* k, const float* v) {
                 }
                 break;
             }
+            case CacheType::bf16: {
+                auto* dst = reinterpret_cast<uint16_t*>(P);
+                auto* vd = reinterpret_cast<uint16_t*>(V);
+                for (int64_t i = 0; i < hd; ++i) {
+                    dst[i * kPanel + lane] = f32_to_bf16(kg[i]);
+                    vd[i] = f32_to_bf16(vg[i]);
+                }
+                break;
+            }
             case CacheType::q8_0: {  // the key's row as llama.cpp's blocks, then scattered into the panel's lanes
                 uint8_t row[kKvQ8Block + 2];
                 for (int64_t b = 0; b < hd / kKvQ8Block; ++b) {
@@ -101,6 +113,10 @@ void load_key(const KvView& c, int64_t g, int64_t j, float* k) {
         case CacheType::f16:
             for (int64_t i = 0; i < hd; ++i) k[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(P)[i * kPanel + lane]);
             return;
+        case CacheType::bf16:
+            for (int64_t i = 0; i < hd; ++i)
+                k[i] = bf16_to_f32(reinterpret_cast<const uint16_t*>(P)[i * kPanel + lane]);
+            return;
         case CacheType::q8_0:
             for (int64_t b = 0; b < hd / kKvQ8Block; ++b) {
                 const uint8_t* blk = P + size_t(b) * kKvQ8PanelBlock;
@@ -122,6 +138,9 @@ void load_value(const KvView& c, int64_t g, int64_t j, float* v) {
             return;
         case CacheType::f16:
             for (int64_t i = 0; i < hd; ++i) v[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(V)[i]);
+            return;
+        case CacheType::bf16:
+            for (int64_t i = 0; i < hd; ++i) v[i] = bf16_to_f32(reinterpret_cast<const uint16_t*>(V)[i]);
             return;
         case CacheType::q8_0:
             dequantize_row(QuantType::q8_0, V, v, hd);

@@ -232,7 +232,7 @@ BENCHMARK(BM_add_inplace)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Attention of one token (decode) or a 512-token batch (prefill) at a depth, TinyLlama's shape (32 query heads, 4 KV
 // heads, head_dim 64), over 22 layers' caches in turn, as a decoded token reads them (cold: more than the last-level
-// cache). Args: cache type (0 f32, 1 f16, 2 q8_0), depth, tokens. bytes_per_second = the K and V bytes read.
+// cache). Args: cache type (0 f32, 1 f16, 2 q8_0, 3 bf16), depth, tokens. bytes_per_second = the K and V bytes read.
 void BM_attention(benchmark::State& state) {
     const CacheType type = CacheType(state.range(0));
     const int64_t depth = state.range(1), T = state.range(2), layers = 22, nh = 32, nkv = 4, hd = 64;
@@ -265,10 +265,12 @@ void BM_attention(benchmark::State& state) {
                                                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_attention)
-    ->ArgsProduct({{0, 1, 2}, {0, 1024, 4096}, {1}})
+    ->ArgsProduct({{0, 1, 2, 3}, {0, 1024, 4096}, {1}})
     ->Args({1, 8192, 1})
     ->Args({1, 0, 512})
     ->Args({1, 3584, 512})
+    ->Args({3, 0, 512})
+    ->Args({3, 3584, 512})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -16,6 +16,13 @@ namespace plainllama {
 // same way, whichever thread computed which tile, so decode equals prefill bit for bit.
 constexpr int64_t kKeyTile = 256;
 
+// Whether attention over a cache of this type and head_dim takes its products in BF16 (on the active kernels): for a
+// bf16 cache on CPUs with AVX512_BF16 (head_dim a multiple of 32), q and e^(s - m) are rounded to nearest BF16 and
+// multiplied with the stored keys and values by vdpbf16ps in pairs (exact products, f32 sums; a row's last key alone
+// when it sees an odd number), twice the multiply-adds per instruction; the sums and the fold stay as above, so decode
+// still equals prefill bit for bit. Elsewhere a bf16 cache is widened exactly to f32, as f16.
+bool attention_bf16_products(CacheType type, int64_t head_dim);
+
 // Floats of scratch attention needs for up to T tokens' queries against a cache of ctx positions, with `threads`
 // threads.
 int64_t attention_scratch(int64_t T, int64_t n_heads, int64_t n_kv_heads, int64_t ctx, int64_t head_dim,

@@ -10,12 +10,13 @@ namespace plainllama {
 
 // The KV cache's storage type (llama.cpp's -ctk/-ctv): f32; f16 (round to nearest even); q8_0, each row of a head's
 // key or value in blocks of 32 dimensions with an fp16 scale, as llama.cpp's (the same values: d = max|x| / 127,
-// q = round(x / d)). Keys and values of one position are rounded once, when stored, so decoding and a batched prompt
-// read the same values.
-enum class CacheType { f32, f16, q8_0 };
-const char* cache_type_name(CacheType t);  // "f32", "f16", "q8_0"
+// q = round(x / d)); bf16 (round to nearest even; attention then multiplies in BF16 where the CPU can:
+// attention_bf16_products). Keys and values of one position are rounded once, when stored, so decoding and a batched
+// prompt read the same values.
+enum class CacheType { f32, f16, q8_0, bf16 };
+const char* cache_type_name(CacheType t);  // "f32", "f16", "q8_0", "bf16"
 bool parse_cache_type(const std::string& s, CacheType* t);
-// Bytes of one position's key (or value) in one KV head: head_dim x 4, x 2, or head_dim / 32 blocks of 34.
+// Bytes of one position's key (or value) in one KV head: head_dim x 4, x 2 (f16, bf16), or head_dim / 32 blocks of 34.
 size_t kv_row_bytes(CacheType t, int64_t head_dim);
 // Empty when the type can hold rows of head_dim, else why not (q8_0: head_dim must be a multiple of 32).
 std::string cache_type_unsupported(CacheType t, int64_t head_dim);
@@ -24,10 +25,11 @@ std::string cache_type_unsupported(CacheType t, int64_t head_dim);
 //   k: each KV head's keys as panels of kPanel positions (see PackedMatrix in kernels.h), positions as rows, so that
 //      Q K^T reads them as a weight matrix, a panel at a time: panel p of head g at
 //      k + (g * key_cache_positions(ctx) / kPanel + p) * kPanel * kv_row_bytes. Inside a panel:
-//        f32, f16  [head_dim][kPanel]: key j's dimension i at [i][j % kPanel]
+//        f32, f16, bf16  [head_dim][kPanel]: key j's dimension i at [i][j % kPanel]
 //        q8_0      per block b of 32 dimensions, 1088 bytes: d[kPanel] (fp16, key j's scale at [j % kPanel]), then
 //                  q[32][kPanel] (int8): key j's dimension 32 b + i at [i][j % kPanel]
-//   v: [n_kv_heads, ctx] rows of kv_row_bytes: f32 or f16 [head_dim], q8_0 llama.cpp's blocks (d, q[32]) in a row.
+//   v: [n_kv_heads, ctx] rows of kv_row_bytes: f32, f16 or bf16 [head_dim], q8_0 llama.cpp's blocks (d, q[32]) in a
+//      row.
 // Slots past the positions in use may hold anything: kernels read whole panels, but those lanes never reach a result.
 struct KvView {
     CacheType type = CacheType::f32;

@@ -124,6 +124,45 @@ PL_TARGET_BF16 void round_bf16_pairs(uint32_t* dst_words, const float* x, int64_
     if (K % 2) dst[K] = 0;
 }
 
+// See pairs_bf16_rows in isa.h: two rows' words interleaved by vpermt2w, the bits moved, never converted.
+alignas(64) constexpr uint16_t kPairsLow[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+alignas(64) constexpr uint16_t kPairsHigh[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                                 24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+// Rows a and a + ld (kNR BF16 values each; the second 0 with b_zero) as pair words: w0 columns 0-15, w1 16-31.
+__attribute__((always_inline)) inline void bf16_row_pairs(const BF16* a, int64_t ld, bool b_zero, __m512i& w0,
+                                                          __m512i& w1) {
+    const __m512i A = _mm512_loadu_si512(a);
+    const __m512i B = b_zero ? _mm512_setzero_si512() : _mm512_loadu_si512(a + ld);
+    w0 = _mm512_permutex2var_epi16(A, _mm512_load_si512(kPairsLow), B);
+    w1 = _mm512_permutex2var_epi16(A, _mm512_load_si512(kPairsHigh), B);
+}
+void pairs_bf16_rows(uint32_t* out, const BF16* src, int64_t ld, int64_t rows) {
+    for (int64_t r = 0; r < rows; r += 2, out += kNR) {
+        __m512i w0, w1;
+        bf16_row_pairs(src + r * ld, ld, r + 1 >= rows, w0, w1);
+        _mm512_storeu_si512(out, w0);
+        _mm512_storeu_si512(out + 16, w1);
+    }
+}
+// See DotRowsTile in isa.h: micro_tile_dot's sums on the pairs bf16_row_pairs makes in registers.
+template <int MR>
+PL_TARGET_BF16 void micro_tile_dot_rows(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const BF16* src,
+                                        int64_t ld, int64_t pc, int64_t nr, bool accumulate) {
+    OutTile<MR> c(out, ldo, nr, accumulate);
+    for (int64_t p = 0; p < pc; ++p) {
+        __m512i v0, v1;
+        bf16_row_pairs(src + 2 * p * ld, ld, false, v0, v1);
+        const __m512bh w0 = (__m512bh)v0, w1 = (__m512bh)v1;
+        for (int i = 0; i < MR; ++i) {
+            const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x[i * ldx + p]));
+            c.acc0[i] = _mm512_dpbf16_ps(c.acc0[i], xb, w0);
+            c.acc1[i] = _mm512_dpbf16_ps(c.acc1[i], xb, w1);
+        }
+    }
+    c.store(out, ldo);
+}
+
 // Decode: each panel streamed once, read ahead as Policy::kPanels says (policy.h).
 template <class Policy, class T>
 __attribute__((always_inline)) inline void matvec_body(float* out, const float* x, const T* W, int64_t N, int64_t K,
@@ -324,6 +363,9 @@ constexpr Kernels with_bf16_dot(Kernels k) {
     const DotTile dot[kMRMax + 1] = PL_TILES(micro_tile_dot);
     for (int i = 0; i <= kMRMax; ++i) k.tile_bf16_dot[i] = dot[i];
     k.round_bf16_pairs = round_bf16_pairs;
+    k.pairs_bf16_rows = pairs_bf16_rows;
+    const DotRowsTile dot_rows[kMRMax + 1] = PL_TILES(micro_tile_dot_rows);
+    for (int i = 0; i <= kMRMax; ++i) k.tile_bf16_dot_rows[i] = dot_rows[i];
     k.matvec_q8_0_x16 = avx512::matvec_q8_0_x16_vnni;
     k.matvec_q4_k_x16 = avx512::matvec_q4_k_x16_vnni;
     k.matvec_q6_k_x16 = avx512::matvec_q6_k_x16_vnni;  // every CPU with AVX512_BF16 has VNNI (checked at dispatch)

@@ -63,6 +63,10 @@ using MicroTile = void (*)(float* out, int64_t ldo, const float* x, int64_t ldx,
 // The same with vdpbf16ps: x as BF16 pairs [MR][ldx] (k, k+1 in one word), Wp BF16 pairs [pc][kNR].
 using DotTile = void (*)(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* Wp, int64_t pc,
                          int64_t nr, bool accumulate);
+// The same with W's pairs taken from BF16 rows as they are read: pair p = rows 2p and 2p + 1 of kNR values at
+// src + r * ld (the same words as pairs_bf16_rows makes, so the same bits as it and a DotTile).
+using DotRowsTile = void (*)(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const BF16* src, int64_t ld,
+                             int64_t pc, int64_t nr, bool accumulate);
 // Decode: out[kNR p .. kNR p + kNR - 1] = W x for panels p0 .. p1-1 of a packed W [N, K].
 template <class E>
 using Matvec = void (*)(float* out, const float* x, const E* W, int64_t N, int64_t K, int64_t p0, int64_t p1);
@@ -81,6 +85,11 @@ struct Kernels {
     // BF16 weights, prefill unless exact: x rounded to BF16 pairs and vdpbf16ps; null without AVX512_BF16.
     DotTile tile_bf16_dot[kMRMax + 1] = {};
     void (*round_bf16_pairs)(uint32_t* dst, const float* x, int64_t K) = {};  // [ceil(K/2)] words; odd K pads 0
+    // rows rows of kNR BF16 values, row r at src + r * ld, as pairs of consecutive rows: out [ceil(rows/2)][kNR]
+    // words, word (p, j) = (row 2p's j, row 2p + 1's j); an odd count pairs its last row with 0 (a DotTile's Wp).
+    // Null without AVX512_BF16, as is the tile after it.
+    void (*pairs_bf16_rows)(uint32_t* out, const BF16* src, int64_t ld, int64_t rows) = {};
+    DotRowsTile tile_bf16_dot_rows[kMRMax + 1] = {};
 
     Matvec<float> matvec_f32 = {};
     Matvec<F16> matvec_f16 = {};
