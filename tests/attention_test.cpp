@@ -52,7 +52,7 @@ std::vector<double> reference(const std::vector<float>& q, const std::vector<flo
 }
 
 // A cache of ctx positions of type t holding Kc, Vc [n_kv_heads, ctx, head_dim] (rounded to t), its key panels' slots
-// past ctx NaN (f32, f16) or garbage (q8_0): they must not reach out.
+// past ctx NaN (f32, f16, bf16) or garbage (q8_0): they must not reach out.
 struct Cache {
     CacheType type;
     std::vector<uint8_t> k, v;
@@ -236,7 +236,7 @@ TEST_P(Attention, RoundedCachesStayWithinTheirRoundingOfTheF32Cache) {
             double dv = 0, vmax = 0;
             for (size_t i = 0; i < V.size(); ++i) {
                 dv = std::max(dv, std::fabs(double(V[i]) - double(Vc[i])));
-                vmax = std::max(vmax, std::fabs(double(Vc[i])));
+                vmax = std::max({vmax, std::fabs(double(Vc[i])), std::fabs(double(V[i]))});
             }
             const auto out = run(q, cache, T, pos0, s);
             double worst = 0, worst_bound = 0;

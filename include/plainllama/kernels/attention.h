@@ -18,9 +18,11 @@ constexpr int64_t kKeyTile = 256;
 
 // Whether attention over a cache of this type and head_dim takes its products in BF16 (on the active kernels): for a
 // bf16 cache on CPUs with AVX512_BF16 (head_dim a multiple of 32), q and e^(s - m) are rounded to nearest BF16 and
-// multiplied with the stored keys and values by vdpbf16ps in pairs (exact products, f32 sums; a row's last key alone
-// when it sees an odd number), twice the multiply-adds per instruction; the sums and the fold stay as above, so decode
-// still equals prefill bit for bit. Elsewhere a bf16 cache is widened exactly to f32, as f16.
+// multiplied with the stored keys and values by vdpbf16ps in pairs, twice the multiply-adds per instruction: each score
+// and each o a chain of vdpbf16ps over pairs of dimensions (of keys) in order, the instruction's own way of adding a
+// pair's two exact products (inputs and results below the normal range flushed to zero), and a row's last key alone
+// when it sees an odd number; the tiles and the fold as above, so decode still equals prefill bit for bit. Elsewhere
+// a bf16 cache is widened exactly to f32.
 bool attention_bf16_products(CacheType type, int64_t head_dim);
 
 // Floats of scratch attention needs for up to T tokens' queries against a cache of ctx positions, with `threads`
