@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "isa/isa.h"
+#include "plainllama/io/dtype.h"
 #include "plainllama/sys/team.h"
 
 namespace plainllama {
@@ -31,14 +31,6 @@ constexpr int64_t kParallelAttention = kParallelWork / 16;
 constexpr int64_t kItemsPerThread = 2;
 // P V runs over this many keys at a time (one fma chain continued): the next tile's values are prefetched a run apart.
 constexpr int64_t kPvRun = 64;
-
-// The BF16 value in the low half of a pair word, as f32 (exact).
-float bf16_low(uint32_t word) {
-    const uint32_t bits = word << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
 
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 int64_t n_tiles(int64_t keys) { return (keys + kKeyTile - 1) / kKeyTile; }
@@ -97,24 +89,6 @@ bool in_pairs(const Kernels& ks, const KvView& c) {
 }
 constexpr int64_t kPairsDirectRows = 48;
 
-// out[r, :] (+)= x[r] . W for rows r < rows in register tiles of up to kMRMax rows, all in BF16 pairs (DotTile).
-void rows_dot(const Kernels& ks, float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* W,
-              int64_t rows, int64_t pc, int64_t nr, bool acc) {
-    for (int64_t r = 0; r < rows; r += kMRMax) {
-        const int mr = int(std::min<int64_t>(kMRMax, rows - r));
-        ks.tile_bf16_dot[mr](out + r * ldo, ldo, x + r * ldx, ldx, W, pc, nr, acc);
-    }
-}
-
-// The same with W's pairs taken from BF16 rows src + r * ld as they are read (DotRowsTile).
-void rows_dot_rows(const Kernels& ks, float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const BF16* src,
-                   int64_t ld, int64_t rows, int64_t pc, int64_t nr, bool acc) {
-    for (int64_t r = 0; r < rows; r += kMRMax) {
-        const int mr = int(std::min<int64_t>(kMRMax, rows - r));
-        ks.tile_bf16_dot_rows[mr](out + r * ldo, ldo, x + r * ldx, ldx, src, ld, pc, nr, acc);
-    }
-}
-
 size_t key_bytes(const KvView& c, int64_t nk) { return size_t((nk + kPanel - 1) / kPanel) * kv_panel_bytes(c); }
 size_t value_bytes(const KvView& c, int64_t nk) { return size_t(nk) * kv_row_bytes(c.type, c.head_dim); }
 
@@ -124,14 +98,13 @@ void prefetch_tile(const KvView& c, int64_t g, int64_t a, int64_t nk) {
     k.step(k.left), v.step(v.left);
 }
 
-// out[r, :] (+)= x[r, :kc] W for rows r < rows, in register tiles of up to kMRMax rows: W [kc][ldw] f32 (or the
-// tiles' own element type), nr <= kNR outputs.
-template <class E>
-void rows_tiles(const isa::MicroTile<E>* tiles, float* out, int64_t ldo, const float* x, int64_t ldx, const E* W,
-                int64_t ldw, int64_t rows, int64_t kc, int64_t nr, bool acc) {
+// out[r, :] (+)= x[r] W for rows r < rows, in register tiles of up to kMRMax rows: tiles[mr](out + r ldo, ldo,
+// x + r ldx, ldx, W...) with any of the table's tile kinds (MicroTile, DotTile, DotRowsTile) and their W arguments.
+template <class Tile, class X, class... W>
+void rows_tiles(const Tile* tiles, int64_t rows, float* out, int64_t ldo, const X* x, int64_t ldx, W... w) {
     for (int64_t r = 0; r < rows; r += kMRMax) {
         const int mr = int(std::min<int64_t>(kMRMax, rows - r));
-        tiles[mr](out + r * ldo, ldo, x + r * ldx, ldx, W, ldw, kc, nr, acc);
+        tiles[mr](out + r * ldo, ldo, x + r * ldx, ldx, w...);
     }
 }
 
@@ -143,7 +116,7 @@ void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk
     auto panels = [&](const auto* tiles, const auto* K) {  // K: the np panels [hd][kPanel], one after another
         for (int64_t p = 0; p < np; ++p) {
             w.keys.step(pb);
-            rows_tiles(tiles, w.S + p * kPanel, kKeyTile, w.Q, hd, K + p * hd * kPanel, kNR, rows, hd,
+            rows_tiles(tiles, rows, w.S + p * kPanel, kKeyTile, w.Q, hd, K + p * hd * kPanel, kNR, hd,
                        std::min<int64_t>(kPanel, nk - p * kPanel), false);
         }
     };
@@ -156,10 +129,11 @@ void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk
             const BF16* panel = reinterpret_cast<const BF16*>(P + p * pb);
             const int64_t nr = std::min<int64_t>(kPanel, nk - p * kPanel);
             if (rows <= kPairsDirectRows) {
-                rows_dot_rows(ks, w.S + p * kPanel, kKeyTile, w.Qp, hp, panel, kPanel, rows, hp, nr, false);
+                rows_tiles(ks.tile_bf16_dot_rows, rows, w.S + p * kPanel, kKeyTile, w.Qp, hp, panel, kPanel, hp, nr,
+                           false);
             } else {
                 ks.pairs_bf16_rows(Kp, panel, kPanel, hd);
-                rows_dot(ks, w.S + p * kPanel, kKeyTile, w.Qp, hp, Kp, rows, hp, nr, false);
+                rows_tiles(ks.tile_bf16_dot, rows, w.S + p * kPanel, kKeyTile, w.Qp, hp, Kp, hp, nr, false);
             }
         }
         return;
@@ -200,9 +174,9 @@ void pv_pairs(const Kernels& ks, const BF16* V, int64_t nk, int64_t rows, size_t
         // out rows (+)= x rows . pairs j0 .. j0 + pc - 1 of this block of columns
         auto dot = [&](float* out, const uint32_t* x, int64_t n, int64_t j0, int64_t pc, bool acc) {
             if (direct)
-                rows_dot_rows(ks, out, hd, x, kp, V + 2 * j0 * hd + n0, hd, n, pc, kNR, acc);
+                rows_tiles(ks.tile_bf16_dot_rows, n, out, hd, x, kp, V + 2 * j0 * hd + n0, hd, pc, kNR, acc);
             else
-                rows_dot(ks, out, hd, x, kp, B + j0 * kNR, n, pc, kNR, acc);
+                rows_tiles(ks.tile_bf16_dot, n, out, hd, x, kp, B + j0 * kNR, pc, kNR, acc);
         };
         for (int64_t j = 0; j < shared; j += kRunPairs) {
             w.values.step(run_bytes);
@@ -215,9 +189,9 @@ void pv_pairs(const Kernels& ks, const BF16* V, int64_t nk, int64_t rows, size_t
             if (w.n[r] / 2 > shared) dot(o, w.Pp + r * kp + shared, 1, shared, w.n[r] / 2 - shared, true);
             if (w.n[r] % 2) {
                 const int64_t k = w.n[r] - 1;
-                const float p = bf16_low(w.Pp[r * kp + k / 2]);
+                const float p = bf16_to_f32(uint16_t(w.Pp[r * kp + k / 2]));  // key k's, the pair's low half
                 const BF16* v = V + k * hd + n0;
-                for (int64_t i = 0; i < kNR; ++i) o[i] += p * bf16_low(v[i].bits);
+                for (int64_t i = 0; i < kNR; ++i) o[i] += p * bf16_to_f32(v[i].bits);
             }
         }
     }
@@ -245,7 +219,7 @@ void tile_state(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_
             const int64_t nr = std::min(kNR, hd - n0);
             for (int64_t j = 0; j < shared; j += kPvRun) {
                 w.values.step(run_bytes);
-                rows_tiles(tiles, w.Ot + n0, hd, w.S + j, kKeyTile, V + j * hd + n0, hd, rows,
+                rows_tiles(tiles, rows, w.Ot + n0, hd, w.S + j, kKeyTile, V + j * hd + n0, hd,
                            std::min(kPvRun, shared - j), nr, j > 0);
             }
             if (shared == 0)

@@ -70,21 +70,14 @@ void store_kv(const KvView& c, int64_t j, const float* k, const float* v) {
                 std::memcpy(V, vg, size_t(hd) * 4);
                 break;
             }
-            case CacheType::f16: {
-                auto* dst = reinterpret_cast<uint16_t*>(P);
-                auto* vd = reinterpret_cast<uint16_t*>(V);
-                for (int64_t i = 0; i < hd; ++i) {
-                    dst[i * kPanel + lane] = f32_to_f16(kg[i]);
-                    vd[i] = f32_to_f16(vg[i]);
-                }
-                break;
-            }
+            case CacheType::f16:
             case CacheType::bf16: {
+                const auto round = c.type == CacheType::f16 ? f32_to_f16 : f32_to_bf16;
                 auto* dst = reinterpret_cast<uint16_t*>(P);
                 auto* vd = reinterpret_cast<uint16_t*>(V);
                 for (int64_t i = 0; i < hd; ++i) {
-                    dst[i * kPanel + lane] = f32_to_bf16(kg[i]);
-                    vd[i] = f32_to_bf16(vg[i]);
+                    dst[i * kPanel + lane] = round(kg[i]);
+                    vd[i] = round(vg[i]);
                 }
                 break;
             }
@@ -103,6 +96,11 @@ void store_kv(const KvView& c, int64_t j, const float* k, const float* v) {
     }
 }
 
+namespace {
+// A stored f16 or bf16 value as f32 (exact).
+float widen16(CacheType t, uint16_t h) { return t == CacheType::f16 ? f16_to_f32(h) : bf16_to_f32(h); }
+}  // namespace
+
 void load_key(const KvView& c, int64_t g, int64_t j, float* k) {
     const int64_t hd = c.head_dim, lane = j % kPanel;
     const uint8_t* P = kv_key_panel(c, g, j);
@@ -111,11 +109,9 @@ void load_key(const KvView& c, int64_t g, int64_t j, float* k) {
             for (int64_t i = 0; i < hd; ++i) k[i] = reinterpret_cast<const float*>(P)[i * kPanel + lane];
             return;
         case CacheType::f16:
-            for (int64_t i = 0; i < hd; ++i) k[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(P)[i * kPanel + lane]);
-            return;
         case CacheType::bf16:
             for (int64_t i = 0; i < hd; ++i)
-                k[i] = bf16_to_f32(reinterpret_cast<const uint16_t*>(P)[i * kPanel + lane]);
+                k[i] = widen16(c.type, reinterpret_cast<const uint16_t*>(P)[i * kPanel + lane]);
             return;
         case CacheType::q8_0:
             for (int64_t b = 0; b < hd / kKvQ8Block; ++b) {
@@ -137,10 +133,8 @@ void load_value(const KvView& c, int64_t g, int64_t j, float* v) {
             std::memcpy(v, V, size_t(hd) * 4);
             return;
         case CacheType::f16:
-            for (int64_t i = 0; i < hd; ++i) v[i] = f16_to_f32(reinterpret_cast<const uint16_t*>(V)[i]);
-            return;
         case CacheType::bf16:
-            for (int64_t i = 0; i < hd; ++i) v[i] = bf16_to_f32(reinterpret_cast<const uint16_t*>(V)[i]);
+            for (int64_t i = 0; i < hd; ++i) v[i] = widen16(c.type, reinterpret_cast<const uint16_t*>(V)[i]);
             return;
         case CacheType::q8_0:
             dequantize_row(QuantType::q8_0, V, v, hd);

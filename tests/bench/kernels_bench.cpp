@@ -105,6 +105,27 @@ BENCHMARK(BM_matmul_quant)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// The read bandwidth of the same minutes beside a memory-bound benchmark: a streaming-read pass over `bytes` after each
+// iteration with the timer paused, their mean reported as read_GB/s.
+class ReadBeside {
+   public:
+    explicit ReadBeside(size_t bytes) : read_(bytes), bytes_(bytes) {}
+    void pass(benchmark::State& state) {
+        state.PauseTiming();
+        sum_ += read_.pass(bytes_), ++passes_;
+        state.ResumeTiming();
+    }
+    void report(benchmark::State& state) const {
+        state.counters["read_GB/s"] = sum_ / double(std::max<int64_t>(1, passes_));
+    }
+
+   private:
+    ReadBandwidthTest read_;
+    size_t bytes_;
+    double sum_ = 0;
+    int64_t passes_ = 0;
+};
+
 // Decode's products as decode meets them: quantized [5632, 2048] matrices (TinyLlama's gate_proj), as many copies as
 // make several times the last-level cache, each read once per iteration, so that every product streams from memory
 // (Arg: format as above). Beside it, the read bandwidth of the same minutes: a streaming-read pass over as many bytes
@@ -121,18 +142,14 @@ void BM_decode_stream(benchmark::State& state) {
     std::vector<PackedMatrix> mats;
     for (size_t i = 0; i < copies; ++i) mats.push_back(packed.add_quantized(rows.data(), q, N, K));
     std::vector<float> x(static_cast<size_t>(K), 0.5f), out(static_cast<size_t>(N));  // [K], [N]
-    ReadBandwidthTest read(bytes * copies);
-    double read_gb_s = 0;
-    int64_t passes = 0;
+    ReadBeside read(bytes * copies);
     for (auto _ : state) {
         for (const PackedMatrix& m : mats) matmul(out.data(), x.data(), m, 1);
         benchmark::DoNotOptimize(out.data());
-        state.PauseTiming();
-        read_gb_s += read.pass(bytes * copies), ++passes;
-        state.ResumeTiming();
+        read.pass(state);
     }
     state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(bytes * copies));
-    state.counters["read_GB/s"] = read_gb_s / double(std::max<int64_t>(1, passes));
+    read.report(state);
     state.counters["GB/s"] =
         benchmark::Counter(double(bytes * copies) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
     state.SetLabel(std::string(quant_name(q)) + " x" + std::to_string(copies));
@@ -315,24 +332,18 @@ void BM_stream_overlap(benchmark::State& state) {
     uint8_t* buf = static_cast<uint8_t*>(mem);
     madvise(buf, total, MADV_HUGEPAGE);
     team_run(nt, [&](int t) { std::memset(buf + size_t(t) * part, t + 1, part); });  // each part near its thread
-    std::optional<ReadBandwidthTest> read;
+    std::optional<ReadBeside> read;
     if (!in_l2) read.emplace(total);
-    double read_gb_s = 0;
-    int64_t passes = 0;
     std::vector<int64_t> sums(static_cast<size_t>(nt));
     for (auto _ : state) {
         team_run(nt, [&](int t) {
             for (int r = 0; r < reps; ++r) sums[size_t(t)] += overlap_sweep<kOps, kAhead>(buf + size_t(t) * part, part);
         });
         benchmark::DoNotOptimize(sums.data());
-        if (!in_l2) {
-            state.PauseTiming();
-            read_gb_s += read->pass(total), ++passes;
-            state.ResumeTiming();
-        }
+        if (read) read->pass(state);
     }
     std::free(buf);
-    if (!in_l2) state.counters["read_GB/s"] = read_gb_s / double(std::max<int64_t>(1, passes));
+    if (read) read->report(state);
     state.counters["GB/s"] =
         benchmark::Counter(double(part) * nt * reps * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }

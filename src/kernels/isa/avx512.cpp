@@ -94,20 +94,25 @@ void micro_tile(float* out, int64_t ldo, const float* x, int64_t ldx, const E* W
     c.store(out, ldo);
 }
 
+// One step of the DotTiles: c += each row's pair p of x (broadcast) times the pair words w0 (columns 0-15) and w1
+// (16-31).
+template <int MR>
+PL_TARGET_BF16 __attribute__((always_inline)) inline void dot_pair(OutTile<MR>& c, const uint32_t* x, int64_t ldx,
+                                                                   int64_t p, __m512i w0, __m512i w1) {
+    for (int i = 0; i < MR; ++i) {
+        const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x[i * ldx + p]));
+        c.acc0[i] = _mm512_dpbf16_ps(c.acc0[i], xb, (__m512bh)w0);
+        c.acc1[i] = _mm512_dpbf16_ps(c.acc1[i], xb, (__m512bh)w1);
+    }
+}
+
 // See DotTile in isa.h: vdpbf16ps multiplies BF16 pairs exactly and accumulates in f32, twice the FMA rate.
 template <int MR>
 PL_TARGET_BF16 void micro_tile_dot(float* out, int64_t ldo, const uint32_t* x, int64_t ldx, const uint32_t* Wp,
                                    int64_t pc, int64_t nr, bool accumulate) {
     OutTile<MR> c(out, ldo, nr, accumulate);
-    for (int64_t p = 0; p < pc; ++p) {
-        const __m512bh w0 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR);
-        const __m512bh w1 = (__m512bh)_mm512_loadu_si512(Wp + p * kNR + 16);
-        for (int i = 0; i < MR; ++i) {
-            const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x[i * ldx + p]));
-            c.acc0[i] = _mm512_dpbf16_ps(c.acc0[i], xb, w0);
-            c.acc1[i] = _mm512_dpbf16_ps(c.acc1[i], xb, w1);
-        }
-    }
+    for (int64_t p = 0; p < pc; ++p)
+        dot_pair(c, x, ldx, p, _mm512_loadu_si512(Wp + p * kNR), _mm512_loadu_si512(Wp + p * kNR + 16));
     c.store(out, ldo);
 }
 
@@ -151,14 +156,9 @@ PL_TARGET_BF16 void micro_tile_dot_rows(float* out, int64_t ldo, const uint32_t*
                                         int64_t ld, int64_t pc, int64_t nr, bool accumulate) {
     OutTile<MR> c(out, ldo, nr, accumulate);
     for (int64_t p = 0; p < pc; ++p) {
-        __m512i v0, v1;
-        bf16_row_pairs(src + 2 * p * ld, ld, false, v0, v1);
-        const __m512bh w0 = (__m512bh)v0, w1 = (__m512bh)v1;
-        for (int i = 0; i < MR; ++i) {
-            const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x[i * ldx + p]));
-            c.acc0[i] = _mm512_dpbf16_ps(c.acc0[i], xb, w0);
-            c.acc1[i] = _mm512_dpbf16_ps(c.acc1[i], xb, w1);
-        }
+        __m512i w0, w1;
+        bf16_row_pairs(src + 2 * p * ld, ld, false, w0, w1);
+        dot_pair(c, x, ldx, p, w0, w1);
     }
     c.store(out, ldo);
 }
