@@ -11,6 +11,7 @@
 
 #include "logits_util.h"
 #include "plainllama/model/model.h"
+#include "plainllama/sys/zeroed_pages.h"
 #include "test_util.h"
 
 namespace plainllama {
@@ -165,6 +166,21 @@ TEST(KvCacheRefusal, NamesTheBytesAndWhatWouldFit) {
         const std::string s = kv_cache_refusal(c, CacheType::f16, 8192, 1, 8192 * 32768, 100 << 20);
         EXPECT_TRUE(HasSubstr(s, "; -c 3072 would fit")) << s;
     }
+}
+
+// The cache's memory: zero, writable to its last byte, on a 2 MiB boundary (where huge pages can back it), and the
+// mapping given back on release.
+TEST(KvCacheMemory, ZeroedPagesAreZeroAlignedAndWritable) {
+    const size_t n = (size_t(5) << 20) + 123;
+    ZeroedPages p = map_zeroed_pages(n);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p.get()) % (size_t(1) << 21), 0u);
+    EXPECT_TRUE(std::all_of(p.get(), p.get() + n, [](uint8_t b) { return b == 0; }));
+    std::fill_n(p.get(), n, uint8_t(0xA5));
+    EXPECT_EQ(p.get()[n - 1], 0xA5);
+    EXPECT_LE(p.get() + n, static_cast<uint8_t*>(p.get_deleter().base) + p.get_deleter().bytes);
+    p.reset();
+    EXPECT_FALSE(p);
 }
 
 PL_FOR_EVERY_KERNEL(KvCacheTypes);

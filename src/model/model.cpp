@@ -306,9 +306,9 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
     const uint64_t avail = available_memory_bytes();
     if (avail > 0 && kv_bytes_ > avail)
         throw Error(kv_cache_refusal(c, cache_type_, n_ctx_, p.n_seq, kv_bytes_, avail));
-    kv_alloc_.reset(static_cast<uint8_t*>(std::calloc(kv_bytes_ + 64, 1)));
+    kv_alloc_ = map_zeroed_pages(kv_bytes_);
     if (!kv_alloc_) throw Error("out of memory allocating the KV cache (" + gib(kv_bytes_) + ")");
-    kv_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(kv_alloc_.get()) + 63) & ~uintptr_t(63));
+    kv_ = kv_alloc_.get();
     rope_tables(rope_inv_freq(c), n_ctx_, &rope_cos_, &rope_sin_);
     const size_t B = size_t(n_batch_), H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
     alloc(&x_, B * H, "activations");

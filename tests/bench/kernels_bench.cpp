@@ -25,6 +25,7 @@
 #include "plainllama/kernels/testing.h"
 #include "plainllama/sys/team.h"
 #include "plainllama/sys/threads.h"
+#include "plainllama/sys/zeroed_pages.h"
 
 namespace plainllama {
 namespace {
@@ -254,15 +255,16 @@ void BM_attention(benchmark::State& state) {
     const CacheType type = CacheType(state.range(0));
     const int64_t depth = state.range(1), T = state.range(2), layers = 22, nh = 32, nkv = 4, hd = 64;
     const int64_t ctx = depth + T;
-    std::vector<std::vector<uint8_t>> k(static_cast<size_t>(layers)), v(static_cast<size_t>(layers));
+    std::vector<ZeroedPages> k, v;  // as a Context maps its cache
     std::vector<KvView> views;
     std::mt19937 rng(3);
     std::normal_distribution<float> d(0.0f, 1.0f);
     std::vector<float> row(size_t(nkv * hd));
     for (int64_t l = 0; l < layers; ++l) {
-        k[size_t(l)].resize(key_cache_bytes(type, nkv, hd, ctx));
-        v[size_t(l)].resize(value_cache_bytes(type, nkv, hd, ctx));
-        views.push_back({type, k[size_t(l)].data(), v[size_t(l)].data(), nkv, hd, ctx});
+        k.push_back(map_zeroed_pages(key_cache_bytes(type, nkv, hd, ctx)));
+        v.push_back(map_zeroed_pages(value_cache_bytes(type, nkv, hd, ctx)));
+        if (!k.back() || !v.back()) return state.SkipWithError("cannot map the caches");
+        views.push_back({type, k.back().get(), v.back().get(), nkv, hd, ctx});
         for (int64_t j = 0; j < ctx; j += 97) {  // a sample of positions: the rest stay zero
             for (float& x : row) x = d(rng);
             store_kv(views.back(), j, row.data(), row.data());

@@ -17,6 +17,7 @@
 #include "plainllama/model/quant_scheme.h"
 #include "plainllama/model/weights.h"
 #include "plainllama/sys/error.h"
+#include "plainllama/sys/zeroed_pages.h"
 
 namespace plainllama {
 
@@ -164,12 +165,9 @@ class Context {
     std::vector<int64_t> n_past_;  // [n_seq]
     bool exact_ = false;
     // KV cache, per layer and sequence (kv_cache.h): keys as panels, values [num_key_value_heads, n_ctx] rows, in
-    // one allocation of kv_bytes_ (zero pages from the system, touched as positions are stored).
-    struct Free {
-        void operator()(void* p) const { std::free(p); }
-    };
-    std::unique_ptr<uint8_t, Free> kv_alloc_;
-    uint8_t* kv_ = nullptr;                                        // 64-byte aligned, inside kv_alloc_
+    // one mapping of kv_bytes_ (zeroed_pages.h: zero pages, touched as positions are stored, huge where possible).
+    ZeroedPages kv_alloc_;
+    uint8_t* kv_ = nullptr;                                        // 2 MiB-aligned: kv_alloc_
     size_t kv_bytes_ = 0, k_layer_bytes_ = 0, v_layer_bytes_ = 0;  // the whole cache; one layer and sequence's K, V
     CacheType cache_type_ = CacheType::f16;
     KvView kv_view(int64_t layer, int seq) const;

@@ -1,0 +1,26 @@
+#include "plainllama/sys/zeroed_pages.h"
+
+#include <sys/mman.h>
+
+namespace plainllama {
+
+namespace {
+constexpr size_t kHugePage = size_t(1) << 21;
+}
+
+void UnmapPages::operator()(uint8_t* p) const {
+    if (p != nullptr) ::munmap(base, bytes);
+}
+
+ZeroedPages map_zeroed_pages(size_t bytes) {
+    // A huge page more than asked, so that the buffer can start on a 2 MiB boundary inside the mapping.
+    const size_t n = (bytes + kHugePage - 1) / kHugePage * kHugePage + kHugePage;
+    void* base = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return ZeroedPages(nullptr, UnmapPages{});
+    const uintptr_t start = (reinterpret_cast<uintptr_t>(base) + kHugePage - 1) & ~uintptr_t(kHugePage - 1);
+    ::madvise(reinterpret_cast<void*>(start), n - (start - reinterpret_cast<uintptr_t>(base)),
+              MADV_HUGEPAGE);  // advice
+    return ZeroedPages(reinterpret_cast<uint8_t*>(start), UnmapPages{base, n});
+}
+
+}  // namespace plainllama
