@@ -130,6 +130,7 @@ TEST_P(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
     for (const Shape& s : {Shape{8, 2, 64}, Shape{4, 1, 32}})
         for (auto [pos0, T] : {std::pair<int64_t, int64_t>{240, 40}, {500, 3}, {700, 1}, {0, 270}, {740, 24}})
             cases.push_back({s, pos0, T});
+    cases.push_back({Shape{16, 4, 64}, 500, 3});  // decode in one span a KV head (2 threads)
     for (const Case& cs : cases)
         for (CacheType type : kTypes)
             for (int th : {1, 2, 3}) {

@@ -316,14 +316,16 @@ void attention(float* out, const float* q, const KvView& kv, int64_t T, int64_t 
 
     if (T == 1 && parallel && last_tiles > 1) {
         // Flash-decoding: each KV head's tiles in spans over the threads, each tile's state kept; then the states
-        // fold in tile order here, the same fold as a prompt's.
+        // fold in tile order here, the same fold as a prompt's. With one span a head (as many heads as items wanted),
+        // each item folds its head's tiles itself, as a prompt's rows do: the same fold, without the serial pass.
         const int64_t want = std::max<int64_t>(1, (kItemsPerThread * threads + n_kv - 1) / n_kv);
         const int64_t span = (last_tiles + want - 1) / want, spans = (last_tiles + span - 1) / span;
         team_for_each(int(threads), n_kv * spans, [&](int64_t it, int slot) {
             const int64_t g = it % n_kv, s = it / n_kv;
             const Work w = work_at(scratch + slot * per_thread, group, hd);
-            rows_item(w, g, g * group, group, 0, 1, s * span, std::min(last_tiles, (s + 1) * span), true);
+            rows_item(w, g, g * group, group, 0, 1, s * span, std::min(last_tiles, (s + 1) * span), spans > 1);
         });
+        if (spans == 1) return;
         for (int64_t h = 0; h < n_heads; ++h) {
             const Work w = work_at(scratch, group, hd);
             float m = 0, l = 0;
