@@ -519,6 +519,28 @@ TEST_P(Softmax, LargeInputsDoNotOverflow) {
     EXPECT_NEAR(y[0], 1 / (1 + std::exp(-1.0)), 1e-6);
 }
 
+// A score more than 87.33 below the max gets exactly 0 (exp's underflow), one just above it a positive weight.
+TEST_P(Softmax, ScoresFarBelowTheMaxGiveZero) {
+    std::vector<float> x = {50.0f, -50.0f, -37.0f, -38.0f, 49.0f};  // shifted: 0, -100, -87, -88, -1
+    softmax(x.data(), 5);
+    EXPECT_EQ(x[1], 0.0f);
+    EXPECT_EQ(x[3], 0.0f);
+    EXPECT_GT(x[2], 0.0f);
+    EXPECT_NEAR(x[2], std::exp(-87.0) / (1 + std::exp(-1.0)), 1e-6 * std::exp(-87.0));
+    EXPECT_NEAR(x[0] + x[4], 1.0, 1e-6);
+}
+
+// A NaN score makes the whole row NaN, wherever it sits and whatever the max seen before it.
+TEST_P(Softmax, NaNGivesNaN) {
+    for (size_t at : {0, 1, 2, 16, 20}) {
+        std::vector<float> x(21, 1.0f);
+        x[0] = 1e30f, x[20] = -1e30f;
+        x[at] = NAN;
+        softmax(x.data(), int64_t(x.size()));
+        for (size_t i = 0; i < x.size(); ++i) EXPECT_TRUE(std::isnan(x[i])) << "NaN at " << at << ", element " << i;
+    }
+}
+
 // A masked score (-inf) gets probability exactly 0; the others still sum to 1.
 TEST_P(Softmax, MinusInfinityGivesZero) {
     std::vector<float> x = {0.5f, -INFINITY, 1.5f, -INFINITY};

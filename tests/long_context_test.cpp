@@ -2,8 +2,10 @@
 // file), which type a context takes without --cache-type, decode against prefill in each type, and the line refusing a
 // cache the memory cannot hold.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -168,19 +170,27 @@ TEST(KvCacheRefusal, NamesTheBytesAndWhatWouldFit) {
     }
 }
 
-// The cache's memory: zero, writable to its last byte, on a 2 MiB boundary (where huge pages can back it), and the
-// mapping given back on release.
+// The cache's memory: zero, writable to its last byte, on a 2 MiB boundary from 2 MiB on (where huge pages can back
+// it), and the whole mapping given back on release (msync on an unmapped range fails with ENOMEM).
 TEST(KvCacheMemory, ZeroedPagesAreZeroAlignedAndWritable) {
-    const size_t n = (size_t(5) << 20) + 123;
-    ZeroedPages p = map_zeroed_pages(n);
-    ASSERT_TRUE(p);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(p.get()) % (size_t(1) << 21), 0u);
-    EXPECT_TRUE(std::all_of(p.get(), p.get() + n, [](uint8_t b) { return b == 0; }));
-    std::fill_n(p.get(), n, uint8_t(0xA5));
-    EXPECT_EQ(p.get()[n - 1], 0xA5);
-    EXPECT_LE(p.get() + n, static_cast<uint8_t*>(p.get_deleter().base) + p.get_deleter().bytes);
-    p.reset();
-    EXPECT_FALSE(p);
+    for (const size_t n : {size_t(100), (size_t(5) << 20) + 123}) {
+        ZeroedPages p = map_zeroed_pages(n);
+        ASSERT_TRUE(p) << n;
+        if (n >= size_t(1) << 21) {
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(p.get()) % (size_t(1) << 21), 0u);
+        }
+        EXPECT_TRUE(std::all_of(p.get(), p.get() + n, [](uint8_t b) { return b == 0; })) << n;
+        std::fill_n(p.get(), n, uint8_t(0xA5));
+        EXPECT_EQ(p.get()[n - 1], 0xA5);
+        const UnmapPages m = p.get_deleter();
+        ASSERT_LE(p.get() + n, static_cast<uint8_t*>(m.base) + m.bytes);
+        ASSERT_EQ(::msync(m.base, m.bytes, MS_ASYNC), 0) << n;
+        p.reset();
+        errno = 0;
+        EXPECT_EQ(::msync(m.base, m.bytes, MS_ASYNC), -1) << n;
+        EXPECT_EQ(errno, ENOMEM) << n;
+    }
+    EXPECT_FALSE(map_zeroed_pages(SIZE_MAX - 100));
 }
 
 PL_FOR_EVERY_KERNEL(KvCacheTypes);

@@ -1,10 +1,7 @@
 #include "plainllama/bench/read_bandwidth.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -61,13 +58,11 @@ double timed_read(const float* p, size_t n_total, size_t first, size_t n, size_t
 ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
     if (bytes < 4096) throw Error("bandwidth test: buffer of " + std::to_string(bytes) + " bytes; expected >= 4096");
     n_ = bytes / sizeof(float) / kBlock * kBlock;  // floats read per sweep
-    const size_t huge = size_t(1) << 21, alloc_bytes = (n_ * sizeof(float) + huge - 1) / huge * huge;
-    void* mem = nullptr;
-    if (::posix_memalign(&mem, huge, alloc_bytes) != 0)
-        throw Error("out of memory allocating the bandwidth test buffer (" + std::to_string(alloc_bytes >> 20) +
-                    " MiB)");
-    ::madvise(mem, alloc_bytes, MADV_HUGEPAGE);  // as the packed weights: no TLB miss per 4 KiB page
-    p_ = static_cast<float*>(mem);
+    mem_ = map_zeroed_pages(n_ * sizeof(float));   // on huge pages, as the packed weights: no TLB miss per 4 KiB page
+    if (!mem_)
+        throw Error("out of memory allocating the bandwidth test buffer (" +
+                    std::to_string((n_ * sizeof(float)) >> 20) + " MiB)");
+    p_ = reinterpret_cast<float*>(mem_.get());
     const size_t min_bytes_per_pass = size_t(64) << 20;
     sweeps_ = std::max<size_t>(1, (min_bytes_per_pass + n_ * sizeof(float) - 1) / (n_ * sizeof(float)));
     const int nt = thread_count();
@@ -77,8 +72,6 @@ ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
         for (size_t i = b; i < e; ++i) p_[i] = float(i & 7) * 0.125f;
     });
 }
-
-ReadBandwidthTest::~ReadBandwidthTest() { std::free(p_); }
 
 // Each pass reads the bytes three times, with plain loads, with a prefetch of every line and with one of each 4 KiB
 // page's first line, and reports the fastest: which reads fastest depends on the CPU, as for the decode kernels

@@ -1,8 +1,6 @@
 // Packing weight matrices into panels (see PackedMatrix in kernels.h) and the store that holds them.
-#include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -67,13 +65,8 @@ void quantize_rows(uint8_t* dst, const void* W, DType t, int64_t N, int64_t K, Q
     }
 }
 
-PackedWeights::PackedWeights(size_t capacity) : capacity_(capacity) {
-    const size_t huge = size_t(1) << 21, align = capacity >= huge ? huge : 64;
-    void* p = nullptr;
-    if (::posix_memalign(&p, align, std::max<size_t>(1, (capacity + align - 1) / align * align)) != 0)
-        throw std::bad_alloc();
-    if (capacity >= huge) ::madvise(p, (capacity + huge - 1) / huge * huge, MADV_HUGEPAGE);  // advice only
-    data_.reset(static_cast<char*>(p));
+PackedWeights::PackedWeights(size_t capacity) : data_(map_zeroed_pages(capacity)), capacity_(capacity) {
+    if (!data_) throw std::bad_alloc();
 }
 
 size_t matrix_bytes(DType t, QuantType q, int64_t N, int64_t K) {
@@ -83,7 +76,7 @@ size_t matrix_bytes(DType t, QuantType q, int64_t N, int64_t K) {
 PackedMatrix PackedWeights::add_quantized(const uint8_t* rows, QuantType q, int64_t N, int64_t K) {
     const size_t n = quant_matrix_bytes(q, N, K), padded = (n + 63) / 64 * 64;
     if (padded > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
-    uint8_t* dst = reinterpret_cast<uint8_t*>(data_.get() + used_);
+    uint8_t* dst = data_.get() + used_;
     used_ += padded;
     const int64_t nb = K / quant_block(q);
     if (tiled(q, N)) {
@@ -101,7 +94,7 @@ PackedMatrix PackedWeights::add(const void* W, DType t, int64_t N, int64_t K, Qu
     static_assert(kPanel * 2 % 64 == 0, "a packed matrix must keep the next one 64-byte aligned");
     const size_t n = matrix_bytes(t, q, N, K), padded = (n + 63) / 64 * 64;  // the next stays aligned
     if (padded > capacity_ - used_) throw std::length_error("PackedWeights: capacity exceeded");
-    uint8_t* dst = reinterpret_cast<uint8_t*>(data_.get() + used_);
+    uint8_t* dst = data_.get() + used_;
     used_ += padded;
     if (q == QuantType::none) {
         pack_matrix(dst, W, t, N, K);

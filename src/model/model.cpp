@@ -279,7 +279,7 @@ uint64_t available_memory_bytes() {
 KvView Context::kv_view(int64_t layer, int seq) const {
     const LlamaConfig& c = model_.config();
     const size_t i = size_t(layer * n_seq() + seq);
-    uint8_t* k = kv_ + i * (k_layer_bytes_ + v_layer_bytes_);
+    uint8_t* k = kv_.get() + i * (k_layer_bytes_ + v_layer_bytes_);
     return KvView{cache_type_, k, k + k_layer_bytes_, c.num_key_value_heads, c.head_dim, n_ctx_};
 }
 
@@ -306,9 +306,8 @@ Context::Context(const Model& model, ContextParams p) : model_(model) {
     const uint64_t avail = available_memory_bytes();
     if (avail > 0 && kv_bytes_ > avail)
         throw Error(kv_cache_refusal(c, cache_type_, n_ctx_, p.n_seq, kv_bytes_, avail));
-    kv_alloc_ = map_zeroed_pages(kv_bytes_);
-    if (!kv_alloc_) throw Error("out of memory allocating the KV cache (" + gib(kv_bytes_) + ")");
-    kv_ = kv_alloc_.get();
+    kv_ = map_zeroed_pages(kv_bytes_);
+    if (!kv_) throw Error("out of memory allocating the KV cache (" + gib(kv_bytes_) + ")");
     rope_tables(rope_inv_freq(c), n_ctx_, &rope_cos_, &rope_sin_);
     const size_t B = size_t(n_batch_), H = size_t(c.hidden_size), F = size_t(c.intermediate_size);
     alloc(&x_, B * H, "activations");

@@ -13,13 +13,20 @@ void UnmapPages::operator()(uint8_t* p) const {
 }
 
 ZeroedPages map_zeroed_pages(size_t bytes) {
+    if (bytes > SIZE_MAX - 2 * kHugePage) return ZeroedPages(nullptr, UnmapPages{});
+    if (bytes < kHugePage) {  // 4 KiB pages: a huge one would commit more than the buffer
+        const size_t n = bytes == 0 ? 1 : bytes;
+        void* base = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) return ZeroedPages(nullptr, UnmapPages{});
+        return ZeroedPages(static_cast<uint8_t*>(base), UnmapPages{base, n});
+    }
     // A huge page more than asked, so that the buffer can start on a 2 MiB boundary inside the mapping.
     const size_t n = (bytes + kHugePage - 1) / kHugePage * kHugePage + kHugePage;
     void* base = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return ZeroedPages(nullptr, UnmapPages{});
     const uintptr_t start = (reinterpret_cast<uintptr_t>(base) + kHugePage - 1) & ~uintptr_t(kHugePage - 1);
-    ::madvise(reinterpret_cast<void*>(start), n - (start - reinterpret_cast<uintptr_t>(base)),
-              MADV_HUGEPAGE);  // advice
+    // advice only: refused, the buffer stays on 4 KiB pages
+    ::madvise(reinterpret_cast<void*>(start), n - (start - reinterpret_cast<uintptr_t>(base)), MADV_HUGEPAGE);
     return ZeroedPages(reinterpret_cast<uint8_t*>(start), UnmapPages{base, n});
 }
 

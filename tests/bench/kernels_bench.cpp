@@ -9,7 +9,6 @@
 // Run e.g.: plainllama_microbench --benchmark_min_time=0.05 --benchmark_filter=matmul
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstring>
@@ -261,9 +260,12 @@ void BM_attention(benchmark::State& state) {
     std::normal_distribution<float> d(0.0f, 1.0f);
     std::vector<float> row(size_t(nkv * hd));
     for (int64_t l = 0; l < layers; ++l) {
-        k.push_back(map_zeroed_pages(key_cache_bytes(type, nkv, hd, ctx)));
-        v.push_back(map_zeroed_pages(value_cache_bytes(type, nkv, hd, ctx)));
+        const size_t kb = key_cache_bytes(type, nkv, hd, ctx), vb = value_cache_bytes(type, nkv, hd, ctx);
+        k.push_back(map_zeroed_pages(kb));
+        v.push_back(map_zeroed_pages(vb));
         if (!k.back() || !v.back()) return state.SkipWithError("cannot map the caches");
+        std::memset(k.back().get(), 0, kb);  // every page resident, whatever its size (not the shared zero page)
+        std::memset(v.back().get(), 0, vb);
         views.push_back({type, k.back().get(), v.back().get(), nkv, hd, ctx});
         for (int64_t j = 0; j < ctx; j += 97) {  // a sample of positions: the rest stay zero
             for (float& x : row) x = d(rng);
@@ -329,10 +331,9 @@ void BM_stream_overlap(benchmark::State& state) {
     const size_t total = in_l2 ? size_t(256) << 10 : size_t(4) * default_bandwidth_test_bytes() / 8;
     const int nt = thread_count(), reps = in_l2 ? 256 : 1;
     const size_t part = total / size_t(nt) / 128 * 128;
-    void* mem = nullptr;
-    if (posix_memalign(&mem, size_t(2) << 20, total) != 0) return state.SkipWithError("out of memory");
-    uint8_t* buf = static_cast<uint8_t*>(mem);
-    madvise(buf, total, MADV_HUGEPAGE);
+    const ZeroedPages mem = map_zeroed_pages(total);
+    if (!mem) return state.SkipWithError("out of memory");
+    uint8_t* buf = mem.get();
     team_run(nt, [&](int t) { std::memset(buf + size_t(t) * part, t + 1, part); });  // each part near its thread
     std::optional<ReadBeside> read;
     if (!in_l2) read.emplace(total);
@@ -344,7 +345,6 @@ void BM_stream_overlap(benchmark::State& state) {
         benchmark::DoNotOptimize(sums.data());
         if (read) read->pass(state);
     }
-    std::free(buf);
     if (read) read->report(state);
     state.counters["GB/s"] =
         benchmark::Counter(double(part) * nt * reps * 1e-9, benchmark::Counter::kIsIterationInvariantRate);

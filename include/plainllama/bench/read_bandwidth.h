@@ -3,6 +3,8 @@
 #pragma once
 #include <cstddef>
 
+#include "plainllama/sys/zeroed_pages.h"
+
 namespace plainllama {
 
 // A streaming-read bandwidth test: every thread of the kernels' team (sys/team.h) sums its own contiguous slice of a
@@ -16,9 +18,6 @@ namespace plainllama {
 class ReadBandwidthTest {
    public:
     explicit ReadBandwidthTest(size_t bytes);
-    ~ReadBandwidthTest();
-    ReadBandwidthTest(const ReadBandwidthTest&) = delete;
-    ReadBandwidthTest& operator=(const ReadBandwidthTest&) = delete;
 
     // One timed pass: its rate in 1e9 bytes per second.
     double pass();
@@ -30,7 +29,8 @@ class ReadBandwidthTest {
     double pass(size_t bytes);
 
    private:
-    float* p_ = nullptr;  // [n_]
+    ZeroedPages mem_;
+    float* p_ = nullptr;  // [n_], in mem_
     size_t n_ = 0, sweeps_ = 1;
     size_t next_ = 0;  // where pass(bytes) starts, in floats
 };

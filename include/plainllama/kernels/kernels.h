@@ -3,11 +3,11 @@
 // inside the kernels.
 #pragma once
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 
 #include "plainllama/io/dtype.h"
 #include "plainllama/kernels/quant.h"
+#include "plainllama/sys/zeroed_pages.h"
 
 namespace plainllama {
 
@@ -80,10 +80,7 @@ class PackedWeights {
     PackedMatrix add_quantized(const uint8_t* rows, QuantType q, int64_t N, int64_t K);
 
    private:
-    struct Free {
-        void operator()(void* p) const { std::free(p); }
-    };
-    std::unique_ptr<char, Free> data_;
+    ZeroedPages data_;
     size_t capacity_ = 0, used_ = 0;
 };
 

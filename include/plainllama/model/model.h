@@ -3,7 +3,6 @@
 // token.
 #pragma once
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -165,9 +164,8 @@ class Context {
     std::vector<int64_t> n_past_;  // [n_seq]
     bool exact_ = false;
     // KV cache, per layer and sequence (kv_cache.h): keys as panels, values [num_key_value_heads, n_ctx] rows, in
-    // one mapping of kv_bytes_ (zeroed_pages.h: zero pages, touched as positions are stored, huge where possible).
-    ZeroedPages kv_alloc_;
-    uint8_t* kv_ = nullptr;                                        // 2 MiB-aligned: kv_alloc_
+    // one mapping of kv_bytes_ (zeroed_pages.h: zero, committed as positions are stored, in huge pages where given).
+    ZeroedPages kv_;
     size_t kv_bytes_ = 0, k_layer_bytes_ = 0, v_layer_bytes_ = 0;  // the whole cache; one layer and sequence's K, V
     CacheType cache_type_ = CacheType::f16;
     KvView kv_view(int64_t layer, int seq) const;

@@ -1,6 +1,6 @@
-// Large zeroed buffers read whole and often (the KV cache): mapped from the system, so that pages are zero and
-// committed only as they are written, and advised for transparent huge pages, so that reading a deep cache every
-// token takes one TLB entry per 2 MiB rather than one per 4 KiB page.
+// Large zeroed buffers read whole and often (the KV cache, packed weights, the bandwidth test): mapped from the system,
+// zero and committed as they are first written, and advised for transparent huge pages, so that reading them takes
+// one TLB entry per 2 MiB rather than one per 4 KiB page (and memory is then committed 2 MiB at a time).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +16,7 @@ struct UnmapPages {
 };
 using ZeroedPages = std::unique_ptr<uint8_t, UnmapPages>;
 
-// `bytes` of zeroed memory, 2 MiB-aligned; empty when the system refuses the mapping.
+// `bytes` of zeroed memory, 2 MiB-aligned from 2 MiB on (4 KiB below); empty when the system refuses the mapping.
 ZeroedPages map_zeroed_pages(size_t bytes);
 
 }  // namespace plainllama
