@@ -389,6 +389,30 @@ TEST(Threads, BusyCoresSeesABusyProcess) {
     EXPECT_EQ(t.err.find("cores busy"), std::string::npos) << t.err;
 }
 
+// busy_cores' readings: a process runnable for a moment only (a pipe's reader starting: `bench --json | jq`) shows in
+// the first readings and not in a later one, and is not counted; one runnable in every reading is; an unknown reading
+// counts none. The readings stop at the first without another task (an idle machine costs one) and lie `gap` apart.
+TEST(Threads, BusyCoresTakesTheFewestAndStopsAtNone) {
+    auto run = [](std::vector<int> readings, int samples, int* calls) {
+        *calls = 0;
+        return fewest_others(samples, std::chrono::milliseconds(2), [&] { return readings[size_t((*calls)++)]; });
+    };
+    int calls = 0;
+    EXPECT_EQ(run({1, 1, 0, 1, 1}, 5, &calls), 0);
+    EXPECT_EQ(calls, 3);
+    EXPECT_EQ(run({0, 1}, 5, &calls), 0);
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(run({2, 1, 3, 1, 2}, 5, &calls), 1);
+    EXPECT_EQ(calls, 5);
+    EXPECT_EQ(run({1, 1, 1}, 2, &calls), 1);
+    EXPECT_EQ(calls, 2);
+    EXPECT_EQ(run({1, -1, 0}, 5, &calls), 0);
+    EXPECT_EQ(calls, 2);
+    const auto t0 = std::chrono::steady_clock::now();
+    run({1, 1, 1, 1, 1}, 5, &calls);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(8));  // 4 gaps of 2 ms at least
+}
+
 // This process's runnable threads: at least the caller and a spinning thread (busy_cores leaves them out, so a
 // team spinning between regions does not count as other work).
 TEST(Threads, OwnRunningThreadsCountsThisProcess) {

@@ -49,19 +49,26 @@ int own_running_threads() {
     return n;
 }
 
-int busy_cores(int samples) {
+int fewest_others(int samples, std::chrono::milliseconds gap, const std::function<int()>& others) {
     int fewest = -1;
-    for (int i = 0; i < samples; ++i) {
-        if (i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < samples && fewest != 0; ++i) {
+        if (i) std::this_thread::sleep_for(gap);
+        const int n = others();
+        if (n < 0) return 0;
+        fewest = fewest < 0 ? n : std::min(fewest, n);
+    }
+    return std::max(fewest, 0);
+}
+
+int busy_cores(int samples) {
+    return fewest_others(samples, std::chrono::milliseconds(10), [] {
         std::ifstream in("/proc/loadavg");
         double a1, a5, a15;
         int running = 0;
         char slash = 0;
-        if (!(in >> a1 >> a5 >> a15 >> running >> slash) || slash != '/' || running < 1) return 0;
-        const int others = running - std::max(own_running_threads(), 1);
-        fewest = fewest < 0 ? others : std::min(fewest, others);
-    }
-    return std::max(fewest, 0);
+        if (!(in >> a1 >> a5 >> a15 >> running >> slash) || slash != '/' || running < 1) return -1;
+        return std::max(running - std::max(own_running_threads(), 1), 0);
+    });
 }
 
 namespace {
