@@ -62,14 +62,14 @@ ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
     if (!mem_)
         throw Error("out of memory allocating the bandwidth test buffer (" +
                     std::to_string((n_ * sizeof(float)) >> 20) + " MiB)");
-    p_ = reinterpret_cast<float*>(mem_.get());
     const size_t min_bytes_per_pass = size_t(64) << 20;
     sweeps_ = std::max<size_t>(1, (min_bytes_per_pass + n_ * sizeof(float) - 1) / (n_ * sizeof(float)));
     const int nt = thread_count();
     team_run(nt, [&](int t) {
         size_t b, e;
         slice(n_, t, nt, &b, &e);
-        for (size_t i = b; i < e; ++i) p_[i] = float(i & 7) * 0.125f;
+        float* const x = p();
+        for (size_t i = b; i < e; ++i) x[i] = float(i & 7) * 0.125f;
     });
 }
 
@@ -78,7 +78,7 @@ ReadBandwidthTest::ReadBandwidthTest(size_t bytes) {
 // (src/kernels/isa/policy.h), so the roofline is the read the CPU's own best way gets.
 double ReadBandwidthTest::pass() {
     double gbs = 0.0;
-    for (ReadWay way : kWays) gbs = std::max(gbs, timed_read(p_, n_, 0, n_, sweeps_, way));
+    for (ReadWay way : kWays) gbs = std::max(gbs, timed_read(p(), n_, 0, n_, sweeps_, way));
     return gbs;
 }
 
@@ -86,7 +86,7 @@ double ReadBandwidthTest::pass(size_t bytes) {
     const size_t n = std::clamp<size_t>(bytes / sizeof(float) / kBlock, 1, n_ / kBlock) * kBlock;  // floats read
     double gbs = 0.0;
     for (ReadWay way : kWays) {  // each from where the last stopped: none finds another's bytes cached
-        gbs = std::max(gbs, timed_read(p_, n_, next_, n, 1, way));
+        gbs = std::max(gbs, timed_read(p(), n_, next_, n, 1, way));
         next_ = (next_ + n) % n_;
     }
     return gbs;

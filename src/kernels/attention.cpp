@@ -92,6 +92,14 @@ constexpr int64_t kPairsDirectRows = 48;
 size_t key_bytes(const KvView& c, int64_t nk) { return size_t((nk + kPanel - 1) / kPanel) * kv_panel_bytes(c); }
 size_t value_bytes(const KvView& c, int64_t nk) { return size_t(nk) * kv_row_bytes(c.type, c.head_dim); }
 
+// n stored values of a 16-bit cache (f16 or bf16) widened exactly to f32.
+void widen16(const Kernels& ks, CacheType t, float* dst, const uint8_t* src, int64_t n) {
+    if (t == CacheType::f16)
+        ks.widen_f16(dst, reinterpret_cast<const F16*>(src), n);
+    else
+        ks.widen_bf16(dst, reinterpret_cast<const BF16*>(src), n);
+}
+
 // Keys [a, a + nk) and their values of head g on their way into the caches, at once (an item's first tile).
 void prefetch_tile(const KvView& c, int64_t g, int64_t a, int64_t nk) {
     Work::Ahead k{kv_key_panel(c, g, a), key_bytes(c, nk)}, v{kv_value_row(c, g, a), value_bytes(c, nk)};
@@ -141,10 +149,8 @@ void scores(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_t nk
     if (c.type == CacheType::f16 && rows <= ks.f16_direct_rows)
         return panels(ks.tile_f16, reinterpret_cast<const F16*>(P));
     // widened exactly into f32 panels [np][hd][kPanel], then the f32 tiles: the same sums
-    if (c.type == CacheType::f16) {
-        ks.widen_f16(w.Kf, reinterpret_cast<const F16*>(P), np * kPanel * hd);
-    } else if (c.type == CacheType::bf16) {
-        ks.widen_bf16(w.Kf, reinterpret_cast<const BF16*>(P), np * kPanel * hd);
+    if (c.type == CacheType::f16 || c.type == CacheType::bf16) {
+        widen16(ks, c.type, w.Kf, P, np * kPanel * hd);
     } else {
         for (int64_t p = 0; p < np; ++p)
             for (int64_t b = 0; b < hd / kKvQ8Block; ++b) {
@@ -235,10 +241,8 @@ void tile_state(const Kernels& ks, const KvView& c, int64_t g, int64_t a, int64_
     if (c.type == CacheType::f32) return pv(ks.tile_f32, reinterpret_cast<const float*>(V));
     if (c.type == CacheType::f16 && hd % kNR == 0 && rows <= ks.f16_direct_rows)
         return pv(ks.tile_f16, reinterpret_cast<const F16*>(V));
-    if (c.type == CacheType::f16)
-        ks.widen_f16(w.Vf, reinterpret_cast<const F16*>(V), nk * hd);
-    else if (c.type == CacheType::bf16)
-        ks.widen_bf16(w.Vf, reinterpret_cast<const BF16*>(V), nk * hd);
+    if (c.type == CacheType::f16 || c.type == CacheType::bf16)
+        widen16(ks, c.type, w.Vf, V, nk * hd);
     else
         ks.dequantize(QuantType::q8_0, V, w.Vf, nk * hd);
     pv(ks.tile_f32, static_cast<const float*>(w.Vf));
@@ -314,18 +318,18 @@ void attention(float* out, const float* q, const KvView& kv, int64_t T, int64_t 
         }
     };
 
-    if (T == 1 && parallel && last_tiles > 1) {
+    // Decode wants about kItemsPerThread items per thread: this many spans of each KV head's tiles. With one (as many
+    // heads as items), decode is the prompt's case below with one token, each head's tiles folded in order by its item.
+    const int64_t spans_wanted = std::max<int64_t>(1, (kItemsPerThread * threads + n_kv - 1) / n_kv);
+    if (T == 1 && parallel && last_tiles > 1 && spans_wanted > 1) {
         // Flash-decoding: each KV head's tiles in spans over the threads, each tile's state kept; then the states
-        // fold in tile order here, the same fold as a prompt's. With one span a head (as many heads as items wanted),
-        // each item folds its head's tiles itself, as a prompt's rows do: the same fold, without the serial pass.
-        const int64_t want = std::max<int64_t>(1, (kItemsPerThread * threads + n_kv - 1) / n_kv);
-        const int64_t span = (last_tiles + want - 1) / want, spans = (last_tiles + span - 1) / span;
+        // fold in tile order here, the same fold as a prompt's.
+        const int64_t span = (last_tiles + spans_wanted - 1) / spans_wanted, spans = (last_tiles + span - 1) / span;
         team_for_each(int(threads), n_kv * spans, [&](int64_t it, int slot) {
             const int64_t g = it % n_kv, s = it / n_kv;
             const Work w = work_at(scratch + slot * per_thread, group, hd);
-            rows_item(w, g, g * group, group, 0, 1, s * span, std::min(last_tiles, (s + 1) * span), spans > 1);
+            rows_item(w, g, g * group, group, 0, 1, s * span, std::min(last_tiles, (s + 1) * span), true);
         });
-        if (spans == 1) return;
         for (int64_t h = 0; h < n_heads; ++h) {
             const Work w = work_at(scratch, group, hd);
             float m = 0, l = 0;

@@ -29,8 +29,8 @@ class ReadBandwidthTest {
     double pass(size_t bytes);
 
    private:
+    float* p() const { return reinterpret_cast<float*>(mem_.get()); }  // [n_]
     ZeroedPages mem_;
-    float* p_ = nullptr;  // [n_], in mem_
     size_t n_ = 0, sweeps_ = 1;
     size_t next_ = 0;  // where pass(bytes) starts, in floats
 };
