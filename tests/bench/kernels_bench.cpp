@@ -160,6 +160,7 @@ BENCHMARK(BM_decode_stream)
     ->Arg(2)
     ->Arg(3)
     ->Arg(4)
+    ->Arg(5)
     ->Arg(6)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -63,16 +63,17 @@ struct Zen4Policy : DefaultPolicy {
 
 // AMD family 26 and later (Zen 5): its hardware prefetcher keeps up within a page but not across one, so the panels
 // and q8_0 tiles prefetch each page's first line alone (a prefetch of every line reads slower there); q4_k and q6_k
-// tiles prefetch 2 tiles on into L1 alone, and the page starts further on than that; q5_k tiles, whose arithmetic
-// takes longer per byte and which lean on their prefetches alone, every line 4 KiB on into L1 and 16 KiB on into L2;
-// one token's sums in chains.
+// tiles prefetch 2 tiles on into L1 alone, and the page starts further on than that; q4_0 and q5_0 tiles, whose
+// arithmetic per byte is more than q8_0's, every line about 4 KiB on (a whole number of tiles) into L1 alone; q5_k
+// tiles, whose arithmetic takes longest per byte and which lean on their prefetches alone, every line 8 KiB on into L1
+// and 32 KiB on into L2 (nearer, the fast-memory minutes read less of the bandwidth); one token's sums in chains.
 struct Zen5Policy : DefaultPolicy {
     static constexpr ReadAhead kPanels = {.page_start_ahead = 4096};
     static constexpr ReadAhead kQ8_0 = {.page_start_ahead = 4096};
     static constexpr ReadAhead kQ4_K = {.l1_ahead = 2 * kQ4x16Tile, .page_start_ahead = 16 << 10};
     static constexpr ReadAhead kQ6_K = {.l1_ahead = 2 * kQ6x16Tile, .page_start_ahead = 16 << 10};
-    static constexpr ReadAhead kQ4_0 = {.page_start_ahead = 4096}, kQ5_0 = {.page_start_ahead = 4096};
-    static constexpr ReadAhead kQ5_K = {.l1_ahead = 4096, .l2 = true};
+    static constexpr ReadAhead kQ4_0 = {.l1_ahead = 14 * kQ40x16Tile}, kQ5_0 = {.l1_ahead = 12 * kQ50x16Tile};
+    static constexpr ReadAhead kQ5_K = {.l1_ahead = 8192, .l2 = true};
     static constexpr int kQ8_0Chains = 4;
     static constexpr int kQ4_KChains = 2;
     static constexpr int kQ5_KChains = 2;
