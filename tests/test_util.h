@@ -1,4 +1,5 @@
-// Helpers shared by the tests: paths to ../shared, JSON files, temp folders, running the binary.
+// Helpers shared by the tests: paths to ../shared, JSON files, temp folders, running the binary; the kernel tests'
+// random inputs and stored elements decoded independently.
 #pragma once
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -8,10 +9,12 @@
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "plainllama/io/config.h"
+#include "plainllama/io/dtype.h"
 #include "plainllama/kernels/kernels.h"
 #include "plainllama/kernels/testing.h"
 #include "plainllama/run/chat_template.h"
@@ -55,6 +58,23 @@ inline double decode_bf16(uint16_t h) {
                      : e == 255 ? (m ? std::numeric_limits<double>::quiet_NaN() : INFINITY)
                                 : std::ldexp(double(128 + m), e - 134);
     return s ? -v : v;
+}
+
+inline constexpr double kU = 0x1p-24;  // unit roundoff of f32
+
+// Element i of a buffer of type t (F32, F16 or BF16) as a double, decoded independently of the library.
+inline double decode(DType t, const void* p, size_t i) {
+    if (t == DType::F32) return double(static_cast<const float*>(p)[i]);
+    const uint16_t h = static_cast<const uint16_t*>(p)[i];
+    return t == DType::F16 ? decode_f16(h) : decode_bf16(h);
+}
+
+// [n] floats drawn uniformly from [lo, hi).
+inline std::vector<float> random_floats(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
 }
 
 // A setting of the kernels for a scope: Set(value) when made, Set(what Get() returned before) when destroyed.
