@@ -97,7 +97,7 @@ std::vector<float> run(const std::vector<float>& q, const Cache& c, int64_t T, i
     return out;
 }
 
-const CacheType kTypes[] = {CacheType::f32, CacheType::f16, CacheType::bf16, CacheType::q8_0};
+const CacheType kCacheTypes[] = {CacheType::f32, CacheType::f16, CacheType::bf16, CacheType::q8_0};
 
 // x rounded to nearest-even BF16, as the kernels' products in pairs take it.
 std::vector<float> to_bf16(std::vector<float> x) {
@@ -132,7 +132,7 @@ TEST_P(Attention, MatchesReferenceAndDoesNotDependOnBatching) {
             cases.push_back({s, pos0, T});
     cases.push_back({Shape{16, 4, 64}, 500, 3});  // decode in one span a KV head (2 threads)
     for (const Case& cs : cases)
-        for (CacheType type : kTypes)
+        for (CacheType type : kCacheTypes)
             for (int th : {1, 2, 3}) {
                 const Shape& s = cs.s;
                 const int64_t T = cs.T, pos0 = cs.pos0;
@@ -178,7 +178,7 @@ TEST(KvCacheFormat, StoredValuesWithinTheFormatsRounding) {
     std::vector<float> Kc(size_t(s.n_kv_heads * ctx * hd)), Vc(Kc.size());
     for (float& v : Kc) v = d(rng);
     for (float& v : Vc) v = d(rng) * 0.01f;
-    for (CacheType type : kTypes) {
+    for (CacheType type : kCacheTypes) {
         const auto [K, V] = Cache(type, Kc, Vc, s, ctx).read();
         for (int pass = 0; pass < 2; ++pass) {
             const std::vector<float>&x = pass ? Vc : Kc, &y = pass ? V : K;
@@ -273,7 +273,7 @@ TEST_P(Attention, ALaterTokensInfOrNaNDoesNotReachEarlierTokens) {
     std::mt19937 rng(22);
     std::normal_distribution<float> d(0.0f, 1.0f);
     const Shape s{8, 2, 64};
-    for (CacheType type : kTypes)
+    for (CacheType type : kCacheTypes)
         for (int64_t pos0 : {0, 13, 250})
             for (int64_t T : {2, 40})
                 for (int th : {1, 2}) {
