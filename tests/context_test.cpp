@@ -152,7 +152,7 @@ TEST_P(KvCache, DecodeMatchesPrefill) {
 
 // The same holds for 16-bit weights: F16 always, BF16 in exact mode. BF16's default prefill rounds the
 // activations to BF16 (vdpbf16ps, when the CPU has it) while decode keeps them f32, so there the two differ by
-// the rounding (bounded like the BF16 folder's logits above).
+// the rounding (bounded like the BF16 folder's logits in model_test.cpp).
 TEST_P(KvCache, DecodeMatchesPrefillWith16BitWeights) {
     const auto ids = tokens40();
     for (const char* folder : {"stories260K-f16", "stories260K-bf16"})

@@ -17,10 +17,10 @@ using test::HasSubstr;
 using test::run_binary;
 namespace fs = std::filesystem;
 
-const std::string kVal = (test::shared_dir() / "data/tinystories_val.txt").string();
+const std::string kValText = (test::shared_dir() / "data/tinystories_val.txt").string();
 
 nlohmann::json ppl(const std::string& dir, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"perplexity", "-m",       dir, "-f",     kVal,     "-c",
+    std::vector<std::string> args = {"perplexity", "-m",       dir, "-f",     kValText, "-c",
                                      "256",        "--chunks", "3", "--json", "--quiet"};
     args.insert(args.end(), extra.begin(), extra.end());
     const auto r = run_binary(args);
@@ -97,7 +97,7 @@ TEST(Quantize, Errors) {
     EXPECT_EQ(r.status, 1);
     EXPECT_TRUE(HasSubstr(r.err, "(holds 'model.safetensors.index.json')")) << r.err;
     // --kl-divergence needs the unquantized weights, which a saved folder no longer has
-    r = run_binary({"perplexity", "-m", out.string(), "-f", kVal, "-c", "256", "--chunks", "2", "--quant", "q8_0",
+    r = run_binary({"perplexity", "-m", out.string(), "-f", kValText, "-c", "256", "--chunks", "2", "--quant", "q8_0",
                     "--kl-divergence"});
     EXPECT_EQ(r.status, 2);
     EXPECT_TRUE(HasSubstr(r.err, "is a saved quantized folder (q8_0)")) << r.err;

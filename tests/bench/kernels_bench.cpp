@@ -128,8 +128,9 @@ class ReadBeside {
 
 // Decode's products as decode meets them: quantized [5632, 2048] matrices (TinyLlama's gate_proj), as many copies as
 // make several times the last-level cache, each read once per iteration, so that every product streams from memory
-// (Arg: format as above). Beside it, the read bandwidth of the same minutes: a streaming-read pass over as many bytes
-// after each iteration (untimed); share = the products' bytes per second over the read's.
+// (Arg: the QuantType: 1 q8_0, 2 q4_k, 3 q6_k, 4 q4_0, 5 q5_0, 6 q5_k). Beside it, the read bandwidth of the same
+// minutes: a streaming-read pass over as many bytes after each iteration (untimed); share = the products' bytes per
+// second over the read's.
 void BM_decode_stream(benchmark::State& state) {
     const QuantType q = QuantType(state.range(0));
     const int64_t N = 5632, K = 2048;

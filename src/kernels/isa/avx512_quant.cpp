@@ -115,6 +115,7 @@ __attribute__((always_inline)) inline void matvec_q4_0_x16_body(float* out, int6
     using F = Q4_0Tiles<kQ5>;
     const int64_t nb = K / 32;
     constexpr ReadAhead kRead = kQ5 ? Policy::kQ5_0 : Policy::kQ4_0;
+    static_assert(kRead.l1_ahead % (2 * F::kTile) == 0, "read ahead by an even number of tiles (see below)");
     constexpr bool kOperand = kXOperand<Dot4, Policy, M>;
     constexpr bool kHighInPlace = !kQ5 && !Dot4::kPairs16;  // vpdpbusd has no int16 stage to saturate
     const __m512i nib = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);

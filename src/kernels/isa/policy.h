@@ -47,10 +47,11 @@ struct DefaultPolicy {
     static constexpr int kQ8_0Chains = 1;
     static constexpr int kQ4_KChains = 1;
     static constexpr int kQ5_KChains = 1;
-    // With VNNI, q8_0's and q4_k's kernels for groups of at least this many tokens (0: never) take x's 4-byte chunks as
-    // vpdpbusd's broadcast memory operand ({1to16}) rather than broadcast into a register first (a vector operation
-    // less per load and token), and q4_k's mins' sums as vpdpwssd with x's two sums as its memory operand, the rows'
-    // mins paired by one vpermw. It pays where the arithmetic, not the stream, is the bound: several tokens.
+    // With VNNI, the q8_0, q4_0, q5_0, q4_k and q5_k kernels for groups of at least this many tokens (0: never) take
+    // x's 4-byte chunks as vpdpbusd's broadcast memory operand ({1to16}) rather than broadcast into a register first (a
+    // vector operation less per load and token), and q4_k's and q5_k's mins' sums as vpdpwssd with x's two sums as its
+    // memory operand, the rows' mins paired by one vpermw. It pays where the arithmetic, not the stream, is the bound:
+    // several tokens.
     static constexpr int kXOperandTokens = 0;
 };
 
@@ -64,7 +65,7 @@ struct Zen4Policy : DefaultPolicy {
 // AMD family 26 and later (Zen 5): its hardware prefetcher keeps up within a page but not across one, so the panels
 // and q8_0 tiles prefetch each page's first line alone (a prefetch of every line reads slower there); q4_k and q6_k
 // tiles prefetch 2 tiles on into L1 alone, and the page starts further on than that; q4_0 and q5_0 tiles, whose
-// arithmetic per byte is more than q8_0's, every line about 4 KiB on (a whole number of tiles) into L1 alone; q5_k
+// arithmetic per byte is more than q8_0's, every line about 4 KiB on (an even number of tiles) into L1 alone; q5_k
 // tiles, whose arithmetic takes longest per byte and which lean on their prefetches alone, every line 8 KiB on into L1
 // and 32 KiB on into L2 (nearer, the fast-memory minutes read less of the bandwidth); one token's sums in chains.
 struct Zen5Policy : DefaultPolicy {
