@@ -42,7 +42,8 @@ fs::path edited(const test::TempDir& tmp, F&& edit, const std::string& name = "e
     test::write_file(tmp / name, b.bytes());
     return tmp / name;
 }
-std::string model_error(const fs::path& p) {
+// test::model_error, checked to be one line.
+std::string one_line_error(const fs::path& p) {
     const std::string e = test::model_error(p);
     EXPECT_EQ(e.find('\n'), std::string::npos);
     return e;
@@ -174,7 +175,7 @@ TEST(GgufModelErrors, OtherTypesAreRefusedNamingTensorTypeAndTheSupportedList) {
     t.type = kGgmlQ2_K;  // 256 weights in 84 bytes
     t.data.assign(size_t(t.ne[0] / 256 * t.ne[1] * 84), '\0');
     test::write_file(tmp / "q2_k.gguf", b.bytes());
-    EXPECT_TRUE(HasSubstr(model_error(tmp / "q2_k.gguf"),
+    EXPECT_TRUE(HasSubstr(one_line_error(tmp / "q2_k.gguf"),
                           "q2_k.gguf: tensor 'token_embd.weight' is Q2_K, which is not supported "
                           "(supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K)"));
     EXPECT_TRUE(HasSubstr(
@@ -187,7 +188,7 @@ TEST(GgufModelErrors, OtherTypesAreRefusedNamingTensorTypeAndTheSupportedList) {
 
 TEST(GgufModelErrors, MetadataAndTensorsMustAgree) {
     test::TempDir tmp;
-    auto err = [&](auto edit) { return model_error(edited(tmp, edit)); };
+    auto err = [&](auto edit) { return one_line_error(edited(tmp, edit)); };
     EXPECT_TRUE(
         HasSubstr(err([](GgufBuilder& b) { b.find("general.architecture")->value = GgufBuilder::str("qwen2"); }),
                   "e.gguf: 'general.architecture' is \"qwen2\"; only \"llama\" is supported"));
@@ -251,7 +252,7 @@ TEST(GgufModelRope, FreqFactorsDivideTheFrequencies) {
     EXPECT_EQ(logits_of(two, kIds), logits_of(lin, kIds));
     EXPECT_NE(logits_of(two, kIds), logits_of(plain, kIds));
     EXPECT_TRUE(HasSubstr(
-        model_error(edited(
+        one_line_error(edited(
             tmp, [](GgufBuilder& b) { b.add_tensor("rope_freqs.weight", {8}, kGgmlF32, std::string(32, '\0')); })),
         "tensor 'rope_freqs.weight' must be F32 [4], found F32 [8]"));
 }
