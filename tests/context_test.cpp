@@ -1,5 +1,5 @@
 // The context on stories260K: KV-cache decode against batched prefill (aborted evals, truncate and reset included),
-// several sequences in one context, loading's progress report, and the errors eval() must throw.
+// several sequences in one context, and the errors eval() must throw.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -90,25 +90,6 @@ constexpr double kDecodeVsPrefill = 0.0;
 
 using test::decode_one_by_one;
 using test::prefill_logits;
-
-// Loading reports the repacked bytes: rising, ending at every matrix's bytes (7 per layer + lm_head).
-TEST(ModelLoad, ReportsRepackingProgress) {
-    std::vector<std::pair<size_t, size_t>> calls;
-    Model model(model_dir(), [&](size_t done, size_t total) { calls.emplace_back(done, total); });
-    const LlamaConfig& c = model.config();
-    const size_t layer =
-        size_t(c.hidden_size) * size_t(2 * c.num_attention_heads * c.head_dim + 2 * c.num_key_value_heads * c.head_dim +
-                                       3 * c.intermediate_size);
-    const size_t want = (size_t(c.num_hidden_layers) * layer + size_t(c.vocab_size * c.hidden_size)) * 4;  // F32
-    ASSERT_EQ(calls.size(), size_t(c.num_hidden_layers) * 7 + 1);
-    for (size_t i = 0; i < calls.size(); ++i) {
-        EXPECT_EQ(calls[i].second, want);
-        if (i > 0) {
-            EXPECT_GT(calls[i].first, calls[i - 1].first);
-        }
-    }
-    EXPECT_EQ(calls.back().first, want);
-}
 
 // Run once per kernel variant this CPU supports.
 class KvCache : public test::EveryKernel {};

@@ -1,5 +1,5 @@
 // The checkpoint loader: the three shared stories260K folders, binding by name, sharded and unaligned copies made
-// here, and tensors that do not match the config (corrupt files: safetensors_test.cpp).
+// here, tensors that do not match the config (corrupt files: safetensors_test.cpp), and the repacking progress.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -489,6 +489,25 @@ TEST(Bind, UntiedBindsOwnLmHead) {
     EXPECT_NE(model.weights().lm_head.data, model.weights().embed_tokens.data);
     EXPECT_EQ(model.weights().lm_head.rows, 512);
     EXPECT_EQ(llama_tensor_table(model.config()).size(), 48u);
+}
+
+// Loading reports the repacked bytes: rising, ending at every matrix's bytes (7 per layer + lm_head).
+TEST(ModelLoad, ReportsRepackingProgress) {
+    std::vector<std::pair<size_t, size_t>> calls;
+    Model model(model_dir(), [&](size_t done, size_t total) { calls.emplace_back(done, total); });
+    const LlamaConfig& c = model.config();
+    const size_t layer =
+        size_t(c.hidden_size) * size_t(2 * c.num_attention_heads * c.head_dim + 2 * c.num_key_value_heads * c.head_dim +
+                                       3 * c.intermediate_size);
+    const size_t want = (size_t(c.num_hidden_layers) * layer + size_t(c.vocab_size * c.hidden_size)) * 4;  // F32
+    ASSERT_EQ(calls.size(), size_t(c.num_hidden_layers) * 7 + 1);
+    for (size_t i = 0; i < calls.size(); ++i) {
+        EXPECT_EQ(calls[i].second, want);
+        if (i > 0) {
+            EXPECT_GT(calls[i].first, calls[i - 1].first);
+        }
+    }
+    EXPECT_EQ(calls.back().first, want);
 }
 
 }  // namespace
