@@ -161,34 +161,39 @@ def ratio_bars(out, name, groups, title, xlabel):
     plt.close(fig)
 
 
-def side_by_side_groups(rep):
-    """Ratios plainllama / llama.cpp per GGUF format: pp and tg per depth, and perplexity."""
+def ratio_groups(num, den, formats):
+    """Ratios num / den, each side a (report, engine): per format, pp and tg per depth and perplexity; then per
+    concurrency level, the serving figures. A list of (group, {measure: ratio})."""
+    def row(side, part, **key):
+        rep, engine = side
+        return next((r for r in rep[part] if r["engine"] == engine and all(r[k] == v for k, v in key.items())), None)
+
     groups = []
-    for f in dict.fromkeys(r["format"] for r in rep["speed"] if r["engine"] == "llama.cpp"):
+    for f in formats:
         d = {}
-        for ours in (r for r in rep["speed"] if r["engine"] == "plainllama" and r["format"] == f):
-            theirs = next((r for r in rep["speed"] if r["engine"] == "llama.cpp" and r["format"] == f
-                           and r["depth"] == ours["depth"]), None)
-            if not theirs:
-                continue
+        for n in (r for r in num[0]["speed"] if r["engine"] == num[1] and r["format"] == f):
+            m = row(den, "speed", format=f, depth=n["depth"])
             for k in ("pp", "tg"):
-                if theirs.get(k + "_tok_s"):
-                    d[f"{k} @ depth {ours['depth']} (tokens/s)"] = ours[k + "_tok_s"] / theirs[k + "_tok_s"]
-        ours = next((r for r in rep["accuracy"] if r["engine"] == "plainllama" and r["format"] == f), None)
-        theirs = next((r for r in rep["accuracy"] if r["engine"] == "llama.cpp" and r["format"] == f), None)
-        if ours and theirs:
-            d["perplexity"] = ours["ppl"] / theirs["ppl"]
+                if m and m.get(k + "_tok_s") and n.get(k + "_tok_s"):
+                    d[f"{k} @ depth {n['depth']} (tokens/s)"] = n[k + "_tok_s"] / m[k + "_tok_s"]
+        n, m = row(num, "accuracy", format=f), row(den, "accuracy", format=f)
+        if n and m:
+            d["perplexity"] = n["ppl"] / m["ppl"]
         if d:
             groups.append((f, d))
-    serving = {}
     for k in CONCURRENCY:
-        ours = next((r for r in rep["serving"] if r["engine"] == "plainllama" and r["concurrency"] == k), None)
-        theirs = next((r for r in rep["serving"] if r["engine"] == "llama.cpp" and r["concurrency"] == k), None)
-        if ours and theirs and theirs["tokens_per_s"]:
-            serving[f"serving x{k}"] = {"aggregate tokens/s": ours["tokens_per_s"] / theirs["tokens_per_s"],
-                                        "p95 latency": ours["latency_ms_p95"] / theirs["latency_ms_p95"]
-                                        if theirs.get("latency_ms_p95") else None}
-    return groups, list(serving.items())
+        n, m = row(num, "serving", concurrency=k), row(den, "serving", concurrency=k)
+        if n and m and m["tokens_per_s"]:
+            groups.append((f"serving x{k}", {"aggregate tokens/s": n["tokens_per_s"] / m["tokens_per_s"],
+                                             "p95 latency": n["latency_ms_p95"] / m["latency_ms_p95"]
+                                             if m.get("latency_ms_p95") else None}))
+    return groups
+
+
+def side_by_side_groups(rep):
+    """Ratios plainllama / llama.cpp per GGUF format (ratio_groups)."""
+    formats = dict.fromkeys(r["format"] for r in rep["speed"] if r["engine"] == "llama.cpp")
+    return ratio_groups((rep, "plainllama"), (rep, "llama.cpp"), formats)
 
 
 def num(v, f="{:.2f}"):
@@ -252,13 +257,13 @@ def write_report(rep, out):
         md += [md_table(["engine", "streams", "requests", "errors", "tokens/s", "TTFT median ms", "TTFT p95 ms",
                          "latency median ms", "latency p95 ms"], rows), "",
                "![serving against concurrency](serving.png)", ""]
-    groups, serving = side_by_side_groups(rep)
-    if groups or serving:
+    groups = side_by_side_groups(rep)
+    if groups:
         md += ["## Side by side with llama.cpp", "",
                "The same GGUF files through llama-bench, llama-perplexity and llama-server, each measurement in turn "
                "with ours. Ratios are plainllama / llama.cpp (tokens/s: above 1 is faster; perplexity and latency: "
                "1 is the same, below 1 is lower).", ""]
-        rows = [[g, k, num(v, "{:.3f}")] for g, d in groups + serving for k, v in d.items()]
+        rows = [[g, k, num(v, "{:.3f}")] for g, d in groups for k, v in d.items()]
         md += [md_table(["format", "measure", "plainllama / llama.cpp"], rows), "",
                "![plainllama / llama.cpp](llama_cpp_ratio.png)", ""]
     if rep["notes"]:
@@ -282,7 +287,7 @@ def draw(rep, out):
         chart_accuracy(rep, out)
     if rep["serving"]:
         chart_serving(rep, out)
-    groups, serving = side_by_side_groups(rep)
-    if groups or serving:
-        ratio_bars(out, "llama_cpp_ratio.png", groups + serving, "plainllama / llama.cpp on the same GGUF files",
+    groups = side_by_side_groups(rep)
+    if groups:
+        ratio_bars(out, "llama_cpp_ratio.png", groups, "plainllama / llama.cpp on the same GGUF files",
                    "ratio, plainllama / llama.cpp (log scale; tokens/s above 1: plainllama faster)")

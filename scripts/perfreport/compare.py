@@ -2,8 +2,8 @@
 import json
 import os
 
-from .charts import md_table, num, ratio_bars
-from .common import CONCURRENCY, die
+from .charts import md_table, num, ratio_bars, ratio_groups
+from .common import die
 
 
 def compare(a_path, b_path, out):
@@ -19,28 +19,8 @@ def compare(a_path, b_path, out):
             die(f"--compare {p}: not a report.json written by scripts/report.py")
         reps.append(r)
     a, b = reps
-    groups = []
-    for f in dict.fromkeys(r["format"] for r in b["speed"] if r["engine"] == "plainllama"):
-        d = {}
-        for rb in (r for r in b["speed"] if r["engine"] == "plainllama" and r["format"] == f):
-            ra = next((r for r in a["speed"] if r["engine"] == "plainllama" and r["format"] == f
-                       and r["depth"] == rb["depth"]), None)
-            for k in ("pp", "tg"):
-                if ra and ra.get(k + "_tok_s") and rb.get(k + "_tok_s"):
-                    d[f"{k} @ depth {rb['depth']} (tokens/s)"] = rb[k + "_tok_s"] / ra[k + "_tok_s"]
-        ra = next((r for r in a["accuracy"] if r["engine"] == "plainllama" and r["format"] == f), None)
-        rb = next((r for r in b["accuracy"] if r["engine"] == "plainllama" and r["format"] == f), None)
-        if ra and rb:
-            d["perplexity"] = rb["ppl"] / ra["ppl"]
-        if d:
-            groups.append((f, d))
-    for k in CONCURRENCY:
-        ra = next((r for r in a["serving"] if r["engine"] == "plainllama" and r["concurrency"] == k), None)
-        rb = next((r for r in b["serving"] if r["engine"] == "plainllama" and r["concurrency"] == k), None)
-        if ra and rb and ra["tokens_per_s"]:
-            groups.append((f"serving x{k}", {"aggregate tokens/s": rb["tokens_per_s"] / ra["tokens_per_s"],
-                                            "p95 latency": rb["latency_ms_p95"] / ra["latency_ms_p95"]
-                                            if ra.get("latency_ms_p95") else None}))
+    formats = dict.fromkeys(r["format"] for r in b["speed"] if r["engine"] == "plainllama")
+    groups = ratio_groups((b, "plainllama"), (a, "plainllama"), formats)
     if not groups:
         die(f"--compare: {a_path} and {b_path} have no measurement in common")
     os.makedirs(out, exist_ok=True)
