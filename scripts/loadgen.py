@@ -119,8 +119,8 @@ def one_request(target, body, stream=True):
                 finish = choice.get("finish_reason") or finish
         end = time.perf_counter()
         if not done or not finish:
-            return failed("stream cut", "the stream ended without " + ("data: [DONE]" if not done else "a finish_reason"),
-                          got=len(text))
+            missing = "data: [DONE]" if not done else "a finish_reason"
+            return failed("stream cut", "the stream ended without " + missing, got=len(text))
         if first is None:
             return failed("bad response", "no content in the stream")
         tokens = usage["completion_tokens"] if usage else deltas

@@ -33,8 +33,10 @@ def model_dtype(model_dir):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-m", "--model", action="append", help="model folder (repeatable); default ../shared/models/stories260K*")
-    ap.add_argument("-d", "--data", action="append", help="text file (repeatable); default tinystories_val.txt and wiki.test.raw")
+    ap.add_argument("-m", "--model", action="append",
+                    help="model folder (repeatable); default ../shared/models/stories260K*")
+    ap.add_argument("-d", "--data", action="append",
+                    help="text file (repeatable); default tinystories_val.txt and wiki.test.raw")
     ap.add_argument("-c", "--ctx", type=int, default=256, help="tokens per chunk (default 256)")
     ap.add_argument("--chunks", type=int, default=-1, help="first K chunks only (default all)")
     ap.add_argument("--stride", type=int, help="sliding-window mode with this stride")

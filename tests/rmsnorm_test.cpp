@@ -14,12 +14,11 @@
 namespace plainllama {
 namespace {
 
-constexpr double kUnitRoundoff = 0x1p-24;  // unit roundoff of f32
 // f32 outputs: the sum of squares is accumulated in double, so the statistic is exact to far below an f32 ulp
 // whatever n and the SIMD width; what is left is three f32 roundings (the scale, x * s, * w), each at most u
 // relative: 3 u (seen: 2.6 u), checked against 4 u. An f32 accumulation (~sqrt(n / lanes) u, ~30 u at n = 8192
 // on 8 lanes) fails it; any wrong formula (see the mistake tests) is off by far more than 1e-3.
-constexpr double kF32Rel = 4 * kUnitRoundoff;
+constexpr double kF32Rel = 4 * test::kU;
 
 // ---- storage, decoded independently of the library's converters (test::decode_f16 / decode_bf16) ----
 using test::decode_bf16;

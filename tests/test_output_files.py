@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""`quantize` writing its folder (or a GGUF file) when the disk fills or a file-size limit (ulimit -f) is hit: the error names the file
-and the errno as the kernel gave it ("No space left on device", "File too large"), and nothing of the run is left
-(not its partial files, not the folder it made); a limit that ends the process by its signal (SIGXFSZ) removes them
-too, as SIGINT and SIGTERM do.
+"""`quantize` writing its folder (or a GGUF file) when the disk fills or a file-size limit (ulimit -f) is hit: the
+error names the file and the errno as the kernel gave it ("No space left on device", "File too large"), and nothing of
+the run is left (not its partial files, not the folder it made); a limit that ends the process by its signal
+(SIGXFSZ) removes them too, as SIGINT and SIGTERM do.
 Last line: "N passed, N failed".
 """
 import os

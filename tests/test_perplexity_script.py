@@ -102,7 +102,8 @@ class PerplexityScript(unittest.TestCase):
             self.assertEqual([(x["dataset"], x["error"]) for x in rows], [("tinystories_val.txt", "")])
 
     def test_missing_binary(self):
-        r = subprocess.run([sys.executable, SCRIPT, "--binary", "/nonexistent/plainllama"], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, SCRIPT, "--binary", "/nonexistent/plainllama"],
+                           capture_output=True, text=True)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("not built", r.stderr)
 

@@ -169,8 +169,8 @@ class Structured(ServerTest):
             self.check(out["choices"][0]["message"]["content"], schema, f"seed {seed}")
         # the context's end too: a prompt that leaves few positions
         prompt = "Once upon a time " * 120
-        out = self.reply(completion_body(prompt, None, temperature=1.2, seed=1, response_format={"type": "json_object"}),
-                         chat=False)
+        body = completion_body(prompt, None, temperature=1.2, seed=1, response_format={"type": "json_object"})
+        out = self.reply(body, chat=False)
         self.assertEqual(out["choices"][0]["finish_reason"], "stop", out)
         self.assertIsInstance(json.loads(out["choices"][0]["text"]), dict)
 
@@ -367,7 +367,8 @@ class Structured(ServerTest):
              "response_format.json_schema.schema"),
             ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}, "strict": "yes"}}},
              "response_format.json_schema.strict"),
-            ({"grammar": 3}, "grammar"), ({"grammar": 'root ::= "a" [b-'}, "grammar"), ({"grammar": "x ::= [a]"}, "grammar"),
+            ({"grammar": 3}, "grammar"), ({"grammar": 'root ::= "a" [b-'}, "grammar"),
+            ({"grammar": "x ::= [a]"}, "grammar"),
             ({"grammar": 'root ::= "a"', "response_format": {"type": "json_object"}}, "grammar"),
             ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
         ]
@@ -394,7 +395,8 @@ class Clients(unittest.TestCase):
                                    env=dict(os.environ, PLAINLLAMA_URL=f"http://127.0.0.1:{server.port}/v1"))
                 if r.returncode != 0:
                     self.fail(f"{os.path.basename(model)}: node tests/clients/clients_test.mjs: exit status "
-                              f"{r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}\nserver:\n{server.log[-3000:]}")
+                              f"{r.returncode}\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}\n"
+                              f"server:\n{server.log[-3000:]}")
                 self.assertIn("ok", r.stdout)
             finally:
                 server.kill()

@@ -247,7 +247,8 @@ class StructuredOutput(unittest.TestCase):
                 (["--grammar", bad_grammar], 1,
                  f"plainllama: error: {bad_grammar}: line 2, column 14: the character class is not closed with ']'"),
                 (["--json-schema", missing], 1, f"plainllama: error: {missing}: "),
-                (["--json-schema", bad_schema, "--grammar", bad_grammar], 2, "plainllama: error: --json-schema excludes --grammar"),
+                (["--json-schema", bad_schema, "--grammar", bad_grammar], 2,
+                 "plainllama: error: --json-schema excludes --grammar"),
         ):
             r = subprocess.run([BINARY, "generate", "-m", MODELS[0], "-p", "x", "-n", "3"] + args, capture_output=True,
                                timeout=60)

@@ -229,11 +229,13 @@ def write_report(rep, out):
                   "llama-bench." if s.get("make_ggufs") else ""), ""]
         rows = []
         for r in rep["speed"]:
-            rows.append([r["engine"], r["format"], r["threads"], r["depth"], num(r.get("pp_tok_s")), num(r.get("pp_stdev")),
+            rows.append([r["engine"], r["format"], r["threads"], r["depth"],
+                         num(r.get("pp_tok_s")), num(r.get("pp_stdev")),
                          num(r.get("pp_share"), "{:.0%}") if r.get("pp_share") is not None else "—",
                          num(r.get("tg_tok_s")), num(r.get("tg_stdev")),
                          num(r.get("tg_share"), "{:.0%}") if r.get("tg_share") is not None else "—"])
-        md += [md_table(["engine", "format", "threads", "depth", "pp tokens/s", "± stdev", "pp share of FMA peak",
+        md += [md_table(["engine", "format", "threads", "depth", "pp tokens/s", "± stdev",
+                         "pp share of FMA peak",
                          "tg tokens/s", "± stdev", "tg share of read bandwidth"], rows), "",
                "![tg tokens/s by format](speed_tg.png)", "", "![pp tokens/s by format](speed_pp.png)", ""]
     if rep["accuracy"]:
@@ -249,8 +251,9 @@ def write_report(rep, out):
                "", "![bytes per weight against KLD](accuracy_kld.png)", ""]
     if rep["serving"]:
         md += ["## Serving", "",
-               f"`scripts/loadgen.py` against `serve` on {show(rep['serve_model'])}: {s['requests_per_stream']} streamed "
-               f"chat completions per stream, max_tokens {s['max_tokens']}, prompts of about 32 tokens.", ""]
+               f"`scripts/loadgen.py` against `serve` on {show(rep['serve_model'])}: "
+               f"{s['requests_per_stream']} streamed chat completions per stream, max_tokens {s['max_tokens']}, "
+               "prompts of about 32 tokens.", ""]
         rows = [[r["engine"], r["concurrency"], r["requests"], r["errors"], num(r["tokens_per_s"], "{:.1f}"),
                  num(r["ttft_ms_median"], "{:.1f}"), num(r["ttft_ms_p95"], "{:.1f}"),
                  num(r["latency_ms_median"], "{:.1f}"), num(r["latency_ms_p95"], "{:.1f}")] for r in rep["serving"]]
