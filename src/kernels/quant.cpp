@@ -97,8 +97,13 @@ void move_block(QuantType t, uint8_t* T, int64_t i, int r, uint8_t* blk) {
             }
             uint8_t* qs = blk + (k5 ? 48 : 16);
             for (int k = 0; k < 32; ++k) copy(T + (k5 ? q5k_qs_line(k) : q4_qs_line(k)) + 4 * r, qs + 4 * k, 4);
-            if (k5)
-                for (int c = 0; c < 8; ++c) copy(T + q5k_qh_line(c) + 4 * r, blk + 16 + 4 * c, 4);
+            if (k5) {  // the 5th bits: GGUF's qh[32] as 8 words, the row's word in each of the tile's qh lines
+                uint32_t from[8];
+                for (int n = 0; n < 8; ++n) from[n] = load_u32(put ? blk + 16 + 4 * n : T + q5k_qh_line(n) + 4 * r);
+                for (int n = 0; n < 8; ++n)
+                    store_u32(put ? T + q5k_qh_line(n) + 4 * r : blk + 16 + 4 * n,
+                              put ? q5k_tile_word(from, n) : q5k_gguf_word(from, n));
+            }
             return;
         }
     }

@@ -83,9 +83,9 @@ void dequantize_row(QuantType t, const void* src, float* y, int64_t K);
 //                      after it in even ones (q40_body, q40_d: as q6_k's, so that every body line is a cache line)
 //   q5_0 (352 bytes)   the body: the 5th bits (one line, q50_qh: a 4-byte word per row, below), then qs[4][16][4] as
 //                      q4_0's; d[16] at alternating ends (q50_body, q50_d)
-//   q5_k (2880 bytes)  q4_k's header (d, dmin, sc, m); then the qs lines k = 8 gr + c and the qh lines c (row r's
-//                      qh[4 c ..]) in the order decode reads them: qs line c and qh line c in turn for c < 8, then
-//                      qs lines 8 .. 31 (q5k_qs_line, q5k_qh_line)
+//   q5_k (2880 bytes)  q4_k's header (d, dmin, sc, m); then for j = 0 .. 7 the 5th bits of qs lines 4 j .. 4 j + 3
+//                      (qh line j: a 4-byte word per row, below) and those four qs lines (k = 8 gr + c: row r's
+//                      qs[4 k ..]), in the order decode reads them (q5k_qs_line, q5k_qh_line)
 constexpr size_t kQ8x16Tile = 32 + 512, kQ4x16Tile = 64 + 256 + 2048, kQ6x16Tile = 32 + 256 + 2048 + 1024;
 constexpr size_t kQ40x16Tile = 256 + 32, kQ50x16Tile = 64 + 256 + 32, kQ5Kx16Tile = 64 + 256 + 2048 + 512;
 // Where a q8_0 tile holds its qs line c (0 .. 7: the rows' q + 128 of weights 4c .. 4c+3), after d[16].
@@ -153,13 +153,37 @@ constexpr uint32_t q5_0_gguf_bits(uint32_t v) {
 }
 static_assert(q5_0_gguf_bits(q5_0_tile_bits(0x89abcdefu)) == 0x89abcdefu && q5_0_tile_bits(1u << 17) == 1u << 12,
               "a permutation of the 32 bits: weight 17's (high nibble, line 0, byte 1) to bit 4 of byte 1");
-// Where a q5_k tile holds its qs line k (0 .. 31, k = 8 gr + c: the rows' qs[4 k ..]) and its qh line c (0 .. 7: the
-// rows' qh[4 c ..], whose bits 2 gr and 2 gr + 1 are the 5th bits of qs line 8 gr + c's low and high nibbles), after
-// q4_k's header: qs line c and qh line c in turn for c < 8 (group 0 reads both), then qs lines 8 .. 31.
-constexpr size_t q5k_qs_line(int k) { return q4_qs_line(0) + (k < 8 ? 128 * k : 1024 + 64 * (k - 8)); }
-constexpr size_t q5k_qh_line(int c) { return q4_qs_line(0) + 128 * c + 64; }
-static_assert(q5k_qh_line(7) + 64 == q5k_qs_line(8) && q5k_qs_line(31) + 64 == kQ5Kx16Tile && kQ5Kx16Tile % 64 == 0,
-              "q4_k's 5-line header, 8 pairs of qs and qh lines, then 24 qs lines: every line a cache line");
+// Where a q5_k tile holds its qs line k (0 .. 31, k = 8 gr + c: the rows' qs[4 k ..]) and its qh line j (0 .. 7: the
+// 5th bits of qs lines 4 j .. 4 j + 3), after q4_k's header: each qh line just before the four qs lines it serves, so
+// that decode reads the tile in ascending order at an even pace (a qh line every four qs lines).
+constexpr size_t q5k_qh_line(int j) { return q4_qs_line(0) + 320 * j; }
+constexpr size_t q5k_qs_line(int k) { return q5k_qh_line(k / 4) + 64 * (1 + k % 4); }
+static_assert(q5k_qs_line(3) + 64 == q5k_qh_line(1) && q5k_qs_line(31) + 64 == kQ5Kx16Tile && kQ5Kx16Tile % 64 == 0,
+              "q4_k's 5-line header, then 8 runs of a qh line and 4 qs lines: every line a cache line");
+// A q5_k row's 5th bits in its tile: its word in qh line j holds in bits 2 i and 2 i + 1 of byte b those of byte b of
+// qs line k = 4 j + i (its low and high nibble), so that qs line k tests bits q5k_tile_qh_bit(k, 0 or 1) of the word
+// it follows. GGUF's qh[32], as 8 little-endian words, holds them in bits 2 gr and 2 gr + 1 of byte b of word c
+// (k = 8 gr + c). Word j of the tile from GGUF's words, and word c of GGUF's from the tile's.
+constexpr int q5k_tile_qh_bit(int k, int h) { return 2 * (k % 4) + h; }
+constexpr uint32_t q5k_tile_word(const uint32_t* gguf, int j) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= (gguf[(4 * j + i) % 8] >> (2 * ((4 * j + i) / 8)) & 0x03030303u) << (2 * i);
+    return v;
+}
+constexpr uint32_t q5k_gguf_word(const uint32_t* tile, int c) {
+    uint32_t v = 0;
+    for (int gr = 0; gr < 4; ++gr) v |= (tile[(8 * gr + c) / 4] >> (2 * (c % 4)) & 0x03030303u) << (2 * gr);
+    return v;
+}
+constexpr bool q5k_words_round_trip() {
+    uint32_t gguf[8] = {}, tile[8] = {};
+    for (int n = 0; n < 8; ++n) gguf[n] = 0x9e3779b9u * uint32_t(n + 1);
+    for (int n = 0; n < 8; ++n) tile[n] = q5k_tile_word(gguf, n);
+    for (int n = 0; n < 8; ++n)
+        if (q5k_gguf_word(tile, n) != gguf[n]) return false;
+    return (q5k_tile_word(gguf, 2) & 3) == (gguf[0] >> 2 & 3);
+}
+static_assert(q5k_words_round_trip(), "a permutation of the 256 bits: qs line 8's bits (group 1, chunk 0) in word 2");
 bool tiled(QuantType t, int64_t N);  // any format, N a multiple of 16
 size_t tile_bytes(QuantType t);      // of a tiled format
 // Bytes of a quantized [N, K] matrix in memory (rows of blocks, or tiles).

@@ -62,8 +62,9 @@ __attribute__((always_inline)) inline __m512i dot2_x(__m512i acc, __m512i u, con
 // over its 8 chunks without saturating (30480), q5_k's (2 x 31 x 127) over 4 chunks (31496), and vpmaddwd by the
 // row's scale in both halves of its lane gives sc (q . x) in int32. One token's sums of a sub-block in
 // Policy::kQ4_KChains (kQ5_KChains) chains with VNNI (chunk c into chain c mod n), added at the end. q5_k's 5th bits
-// of qs line 8 gr + c are bits 2 gr and 2 gr + 1 of each byte of qh line c (read from memory with group 0, from L1
-// after), tested into a mask that adds 16 to the byte's value.
+// of qs line k are bits 2 (k % 4) and 2 (k % 4) + 1 of each byte of the qh line before it, loaded with qs line
+// 4 (k / 4) and shifted down 2 bits for each line after (bits of the byte above reach only bits 6-7), tested into a
+// mask that adds 16 to the byte's value.
 //
 // Each tile is read header first (d and dmin, line 0; the mins' sums, lines 3-4), then its body with the scales
 // (lines 1-2), so that its lines come in nearly ascending order, not its first lines after its last. (AVX2's kernel,
@@ -81,6 +82,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
     constexpr bool kHighInPlace = !kQ5 && !Dot4::kPairs16;  // see below
     constexpr int kSpan = kQ5 && Dot4::kPairs16 ? 4 : 8;    // chunks summed before the scales (int16: see above)
     const __m512i nib = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+    const __m512i bit0 = _mm512_set1_epi8(1), bit1 = _mm512_set1_epi8(2);
     const __m512i pair_words = _mm512_load_si512(kMinPairWords);
     for (int64_t g = g0; g < g1; ++g) {
         __m512 acc[M];
@@ -102,8 +104,7 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(T + q4_scales(j))));
                 };
                 const __m512i sc_lo = scales(2 * gr), sc_hi = scales(2 * gr + 1);
-                // the 5th bits of the low and high nibbles: bits 2 gr and 2 gr + 1 of each byte of qh
-                const __m512i bit_lo = _mm512_set1_epi8(char(1 << (2 * gr))), bit_hi = _mm512_add_epi8(bit_lo, bit_lo);
+                __m512i h = _mm512_setzero_si512();  // q5_k: the qh line of qs lines 8 gr + 4 (c / 4) ..
                 for (int c0 = 0; c0 < 8; c0 += kSpan) {
                     __m512i lo[M][kChains], hi[M][kChains];
                     for (int m = 0; m < M; ++m)
@@ -118,10 +119,11 @@ __attribute__((always_inline)) inline void matvec_q4_k_x16_body(float* out, int6
                         __m512i vh =
                             kHighInPlace ? _mm512_andnot_si512(nib, v) : _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
                         if constexpr (kQ5) {
-                            const __m512i h = gr == 0 ? load_tile_line<kRead>(T + q5k_qh_line(c))
-                                                      : _mm512_loadu_si512(T + q5k_qh_line(c));
-                            vl = _mm512_mask_add_epi8(vl, _mm512_test_epi8_mask(h, bit_lo), vl, bit4);
-                            vh = _mm512_mask_add_epi8(vh, _mm512_test_epi8_mask(h, bit_hi), vh, bit4);
+                            // the 5th bits of the low and high nibbles in bits 0 and 1 of each byte (q5k_tile_qh_bit)
+                            h = c % 4 == 0 ? load_tile_line<kRead>(T + q5k_qh_line(2 * gr + c / 4))
+                                           : _mm512_srli_epi16(h, 2);
+                            vl = _mm512_mask_add_epi8(vl, _mm512_test_epi8_mask(h, bit0), vl, bit4);
+                            vh = _mm512_mask_add_epi8(vh, _mm512_test_epi8_mask(h, bit1), vh, bit4);
                         }
                         for (int m = 0; m < M; ++m) {
                             const int8_t* xq = x[m * ldx + b].qs;  // sub-blocks 2 gr (xl) and 2 gr + 1 (xh)
