@@ -23,10 +23,6 @@ using test::run_binary;
 using test::RunResult;
 using test::TempDir;
 
-RunResult run_limited(const std::vector<std::string>& args, uint64_t as_bytes) {
-    return test::run_binary(args, "", as_bytes);
-}
-
 // A small model whose KV cache at max_position_embeddings = 2^24 is 4 TiB:
 // 2 (K, V) x 8 layers x 16 KV heads x head_dim 256 x 2^24 positions x 4 bytes = 2^42 bytes.
 void make_huge_context_model(const fs::path& dir) {
@@ -88,13 +84,13 @@ TEST(HostileMemory, KvCacheTooLargeIsReportedWithItsSize) {
 #endif
     const std::vector<std::string> args = {"generate", "-m", (tmp / "m").string(), "-p", "Once", "-n", "1"};
     {
-        const RunResult r = run_limited(args, limit);
+        const RunResult r = run_binary(args, "", limit);
         EXPECT_EQ(r.status, 0) << r.err;
     }
     {
         std::vector<std::string> huge = args;
         huge.insert(huge.end(), {"-c", "16777216", "--cache-type", "f32"});
-        const RunResult r = run_limited(huge, limit);
+        const RunResult r = run_binary(huge, "", limit);
         EXPECT_TRUE(one_error(r, {"KV cache", "available", "-c 16777216", "--cache-type f32"}, 1));
         // what would fit: a smaller -c (the default 4096 does)
         EXPECT_NE(r.err.find(" would fit"), std::string::npos) << r.err;

@@ -253,13 +253,6 @@ TEST(ModelForward, RmsNormEpsFromConfigIsHonoured) {
 
 // ---- input_layernorm and post_attention_layernorm are both used, each with its own layer's weight -------
 
-std::vector<float> random_norm(std::mt19937& rng, size_t n) {
-    std::uniform_real_distribution<float> d(0.3f, 1.7f);
-    std::vector<float> v(n);
-    for (float& x : v) x = d(rng);
-    return v;
-}
-
 TEST(ModelForward, BothNormsOfEveryLayerAreUsed) {
     TempDir tmp;
     const fs::path distinct = tmp / "distinct", same = tmp / "same";
@@ -267,10 +260,11 @@ TEST(ModelForward, BothNormsOfEveryLayerAreUsed) {
     std::map<std::string, std::vector<float>> norms;  // every layer's two norms and the final one, all different
     const auto c = read_json(model_dir() / "config.json");
     const int64_t L = c["num_hidden_layers"], H = c["hidden_size"];
+    auto norm = [&] { return test::random_floats(size_t(H), rng, 0.3f, 1.7f); };  // weights in [0.3, 1.7)
     for (int64_t l = 0; l < L; ++l)
         for (const char* n : {"input_layernorm", "post_attention_layernorm"})
-            norms["model.layers." + std::to_string(l) + "." + n + ".weight"] = random_norm(rng, size_t(H));
-    norms["model.norm.weight"] = random_norm(rng, size_t(H));
+            norms["model.layers." + std::to_string(l) + "." + n + ".weight"] = norm();
+    norms["model.norm.weight"] = norm();
     write_variant(distinct, [&](nlohmann::json&, std::vector<RawTensor>& ts) {
         for (const auto& [name, v] : norms) tensor(ts, name).bytes = f32_bytes(v);
     });

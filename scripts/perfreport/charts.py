@@ -227,13 +227,9 @@ def write_report(rep, out):
                f"fits in the caches)."
                + (" Each format is a GGUF file that `plainllama quantize` wrote from it, the same file through "
                   "llama-bench." if s.get("make_ggufs") else ""), ""]
-        rows = []
-        for r in rep["speed"]:
-            rows.append([r["engine"], r["format"], r["threads"], r["depth"],
-                         num(r.get("pp_tok_s")), num(r.get("pp_stdev")),
-                         num(r.get("pp_share"), "{:.0%}") if r.get("pp_share") is not None else "—",
-                         num(r.get("tg_tok_s")), num(r.get("tg_stdev")),
-                         num(r.get("tg_share"), "{:.0%}") if r.get("tg_share") is not None else "—"])
+        rows = [[r["engine"], r["format"], r["threads"], r["depth"], num(r.get("pp_tok_s")), num(r.get("pp_stdev")),
+                 num(r.get("pp_share"), "{:.0%}"), num(r.get("tg_tok_s")), num(r.get("tg_stdev")),
+                 num(r.get("tg_share"), "{:.0%}")] for r in rep["speed"]]
         md += [md_table(["engine", "format", "threads", "depth", "pp tokens/s", "± stdev",
                          "pp share of FMA peak",
                          "tg tokens/s", "± stdev", "tg share of read bandwidth"], rows), "",
@@ -245,7 +241,7 @@ def write_report(rep, out):
                "model in the same run; F16 and BF16 copies give perplexity alone.", ""]
         rows = [[r["engine"], r["format"], num(r.get("bytes_per_weight"), "{:.3f}"), num(r["ppl"], "{:.4f}"),
                  num(r.get("ppl_stderr"), "{:.4f}"), num(r.get("kld"), "{:.6f}"),
-                 num(r.get("same_top"), "{:.2%}") if r.get("same_top") is not None else "—"]
+                 num(r.get("same_top"), "{:.2%}")]
                 for r in rep["accuracy"]]
         md += [md_table(["engine", "format", "bytes/weight", "PPL", "± stderr", "mean KLD", "same top token"], rows),
                "", "![bytes per weight against KLD](accuracy_kld.png)", ""]
